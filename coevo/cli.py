@@ -1,0 +1,112 @@
+"""The `coevo` command line. Every failure a user can cause ends in one line on stderr and exit 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="coevo: co-evolve prompts, skills and weights of an LLM.",
+)
+tasks_app = typer.Typer(no_args_is_help=True, help="List the heuristic-design tasks and evaluate heuristics on them.")
+app.add_typer(tasks_app, name="tasks")
+
+
+class UsageProblem(Exception):
+    """A mistake in how coevo was called: reported as one line, exit 2."""
+
+
+def _fail(message: str) -> NoReturn:
+    raise UsageProblem(message)
+
+
+@tasks_app.command("list")
+def tasks_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
+    """One row per task: name, heuristic signature, splits and what gaps are measured against."""
+    from tasks import SPLITS, TASK_NAMES, get_task
+
+    rows = []
+    for name in TASK_NAMES:
+        task = get_task(name)
+        rows.append(
+            {"name": name, "signature": task.signature, "splits": list(SPLITS), "reference": task.reference_name}
+        )
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title="coevo tasks")
+    for column in ("name", "signature", "splits", "reference"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["name"], row["signature"], ", ".join(row["splits"]), row["reference"])
+    Console().print(table)
+
+
+@tasks_app.command("eval")
+def tasks_eval(
+    task_name: Annotated[str, typer.Argument(metavar="TASK", help="Task name (see `coevo tasks list`).")],
+    file: Annotated[Path, typer.Argument(metavar="FILE.py", help="Python file defining the heuristic function.")],
+    split: Annotated[str, typer.Option(help="Instance split: search, val or test.")] = "val",
+    limit: Annotated[int | None, typer.Option(min=1, help="Evaluate only the first N instances.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Evaluate the heuristic in FILE.py in the sandbox. Exits 0 whether or not it is valid."""
+    from tasks import SPLITS, TASK_NAMES
+
+    if task_name not in TASK_NAMES:
+        _fail(f"unknown task {task_name!r}; known tasks: {', '.join(TASK_NAMES)}")
+    if split not in SPLITS:
+        _fail(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    if not file.is_file():
+        _fail(f"heuristic file not found: {file}")
+    try:
+        code = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"cannot read {file}: {exc}")
+
+    from coevo.evaluate import Evaluator  # heavy: only after the arguments are known to be good
+
+    with Evaluator() as evaluator:
+        result = evaluator.evaluate(code, task=task_name, split=split, limit=limit)
+    if as_json:
+        print(json.dumps(result.to_json()))
+        return
+    verdict = "valid" if result.valid else f"INVALID: {result.reason}"
+    gap = "n/a" if result.gap_pct is None else f"{result.gap_pct:.3f}%"
+    objective = "n/a" if result.objective is None else f"{result.objective:.6g}"
+    print(
+        f"{task_name} [{split}, {result.n_instances} instances] {verdict}; "
+        f"objective {objective}; gap {gap}; {result.seconds:.2f} s"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: turns usage mistakes (ours and click's) into one line on stderr and exit 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except UsageProblem as exc:
+        print(f"coevo: error: {exc}", file=sys.stderr)
+        return 2
+    except typer.Abort:
+        print("coevo: aborted", file=sys.stderr)
+        return 130
+    except typer.exceptions.TyperException as exc:  # click's usage errors, vendored by typer
+        message = exc.format_message()
+        # A bare group shows its help (several lines); a real mistake is one line.
+        print(message if "\n" in message else f"coevo: error: {message}", file=sys.stderr)
+        return getattr(exc, "exit_code", 2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
