@@ -17,9 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
+
+SEED_DIR = Path(__file__).resolve().parent.parent / "heuristics" / "seed"
 
 SplitName = Literal["search", "val", "test"]
 SPLITS: tuple[SplitName, ...] = ("search", "val", "test")
@@ -82,5 +85,13 @@ class Task:
         raise NotImplementedError
 
     def seed_code(self) -> str:
-        """Source of the seed heuristic shipped in ``heuristics/seed/``."""
+        """Source of the seed heuristic shipped as ``heuristics/seed/<task name>.py``."""
+        return (SEED_DIR / f"{self.name}.py").read_text()
+
+    def reference_objective(self, instance: Instance) -> float:
+        """The instance's reference value (optimum, near-optimum or bound) as a minimised objective.
+
+        Slow by nature (LKH, OR-Tools): only ``experiments/compute_references.py`` calls it; everyone
+        else reads the shipped values through ``tasks.references``.
+        """
         raise NotImplementedError

@@ -1,0 +1,1 @@
+"""Evolution strategies on model weights: layout-independent noise, ask/tell engine, hosts, history."""

@@ -1,0 +1,105 @@
+"""The wire between a sandboxed child and the trusted parent.
+
+Messages are length-prefixed JSON frames. JSON, not pickle, because the parent must never run
+code chosen by the child: unpickling a hostile stream executes arbitrary callables. Solutions
+(lists, tuples, numbers, numeric numpy arrays) are encoded into a tagged JSON form that decodes
+to plain data and nothing else.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import struct
+from typing import Any
+
+import numpy as np
+
+from tasks.base import InvalidSolution
+
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+_HEADER = struct.Struct("<I")
+_NUMERIC_KINDS = frozenset("biuf")
+
+
+class ChannelError(Exception):
+    """The child wrote something that is not a well-formed frame."""
+
+
+def frame(message: dict[str, Any]) -> bytes:
+    """One message as a length-prefixed frame."""
+    payload = json.dumps(message, allow_nan=True).encode()
+    return _HEADER.pack(len(payload)) + payload
+
+
+class FrameReader:
+    """Reassembles frames from the byte chunks a non-blocking pipe delivers."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        self._buffer += chunk
+        messages = []
+        while len(self._buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self._buffer)
+            if size > MAX_FRAME_BYTES:
+                raise ChannelError(f"the child sent a {size}-byte frame (limit {MAX_FRAME_BYTES})")
+            if len(self._buffer) < _HEADER.size + size:
+                break
+            payload = bytes(self._buffer[_HEADER.size : _HEADER.size + size])
+            del self._buffer[: _HEADER.size + size]
+            try:
+                message = json.loads(payload)
+            except ValueError as error:
+                raise ChannelError(f"the child sent a malformed frame: {error}") from None
+            if not isinstance(message, dict):
+                raise ChannelError("the child sent a frame that is not an object")
+            messages.append(message)
+        return messages
+
+
+def encode_solution(value: Any) -> Any:
+    """Plain data as tagged JSON; anything else is an invalid solution (it could carry code)."""
+    kind = type(value)
+    if value is None or kind in (bool, int, str):
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"float": repr(value)}
+    if kind is list:
+        return [encode_solution(item) for item in value]
+    if kind is tuple:
+        return {"tuple": [encode_solution(item) for item in value]}
+    if kind is dict and all(type(key) is str for key in value):
+        return {"dict": [[key, encode_solution(item)] for key, item in value.items()]}
+    if isinstance(value, np.generic) and kind.__module__ == "numpy" and value.dtype.kind in _NUMERIC_KINDS:
+        return encode_solution(value.item())
+    if kind is np.ndarray and value.dtype.kind in _NUMERIC_KINDS:
+        data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode()
+        return {"ndarray": [value.dtype.str, list(value.shape), data]}
+    raise InvalidSolution(f"the solution contains a {kind.__name__}, which cannot leave the sandbox")
+
+
+def decode_solution(value: Any) -> Any:
+    """Inverse of encode_solution; raises ChannelError on anything it did not produce."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if type(value) is list:
+        return [decode_solution(item) for item in value]
+    if type(value) is dict and len(value) == 1:
+        ((tag, body),) = value.items()
+        try:
+            if tag == "float":
+                return float(body)
+            if tag == "tuple":
+                return tuple(decode_solution(item) for item in body)
+            if tag == "dict":
+                return {str(key): decode_solution(item) for key, item in body}
+            if tag == "ndarray":
+                dtype, shape, data = np.dtype(body[0]), tuple(int(n) for n in body[1]), base64.b64decode(body[2])
+                if dtype.kind in _NUMERIC_KINDS:
+                    return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+        except (TypeError, ValueError) as error:
+            raise ChannelError(f"the child sent a malformed {tag}: {error}") from None
+    raise ChannelError(f"the child sent an unknown value {str(value)[:60]}")

@@ -1,0 +1,147 @@
+"""Run-time defences installed inside the sandboxed child, after the static check has passed.
+
+Two layers: restricted builtins (a guarded ``__import__`` and ``getattr`` family, no ``eval``,
+``open``...) catch what slipped past the static check; an audit hook, which cannot be removed
+once installed, refuses every audited event (file opens, sockets, subprocesses, ctypes calls,
+frame access, compilation of strings...) except the few the candidate legitimately needs.
+Any breach is fatal: ``violation`` reports the reason and ends the process, so a candidate
+cannot swallow the refusal with ``try/except`` and carry on.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import operator
+import sys
+import types
+from typing import Any, Callable, Iterator, NoReturn
+
+from coevo.evaluate.policy import FORBIDDEN_NAMES, attribute_allowed, module_allowed
+
+Violation = Callable[[str], NoReturn]
+
+_CODEGEN_EVENTS = frozenset({"compile", "exec", "sys._getframe"})
+"""Events that namedtuple and dataclass raise while they generate their methods."""
+
+
+class _CodegenGate:
+    """Lets a vetted stdlib code generator compile while it runs, and nothing else."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    def wrap(self, generator: Callable[..., Any]) -> Callable[..., Any]:
+        def gated(*args: Any, **kwargs: Any) -> Any:
+            with self.open():
+                result = generator(*args, **kwargs)
+            # ``dataclass(frozen=True)`` returns the decorator that does the generating.
+            return result if isinstance(result, type) else self.wrap(result)
+
+        return gated
+
+
+def install_audit_hook(module_code: types.CodeType, gate: _CodegenGate, violation: Violation) -> None:
+    """Refuse every audited event except executing the candidate's module code (once)."""
+    pending = [module_code]
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "exec" and pending and args and args[0] is pending[0]:
+            pending.clear()
+            return
+        if gate.depth and event in _CODEGEN_EVENTS:
+            return
+        violation(f"sandbox refused {event}({_shown(args)})")
+
+    sys.addaudithook(hook)
+
+
+def _shown(args: tuple[Any, ...]) -> str:
+    """The event's first argument, rendered without calling any candidate-defined ``__repr__``."""
+    if not args:
+        return ""
+    first = args[0]
+    return repr(first)[:80] if type(first) in (str, bytes, int) else type(first).__name__
+
+
+def restricted_builtins(violation: Violation) -> tuple[dict[str, Any], _CodegenGate]:
+    """A fresh builtins dict for the candidate, and the gate its code generators open."""
+    gate = _CodegenGate()
+    safe = {
+        name: value
+        for name, value in vars(builtins).items()
+        if name not in FORBIDDEN_NAMES and not (name.startswith("__") and name != "__build_class__")
+    }
+    safe_modules = _safe_module_views(gate, violation)
+
+    def guarded_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        if level or not module_allowed(name):
+            violation(f"import of {name!r} refused at run time")
+        if name not in sys.modules:
+            violation(f"import of {name!r} refused at run time (not preloaded in the sandbox)")
+        for item in fromlist or ():
+            if item != "*" and not attribute_allowed(item):
+                violation(f"importing {item!r} from {name!r} refused at run time")
+        top = name.split(".")[0]
+        module = sys.modules[name] if fromlist else sys.modules[top]
+        return safe_modules.get(module.__name__, module)
+
+    def checked_name(name: Any) -> Any:
+        if isinstance(name, str) and not attribute_allowed(name):
+            violation(f"access to attribute {name!r} refused at run time")
+        return name
+
+    def guarded_getattr(obj: Any, name: str, *default: Any) -> Any:
+        value = getattr(obj, checked_name(name), *default)
+        if isinstance(value, types.ModuleType) and not module_allowed(value.__name__):
+            violation(f"reaching module {value.__name__!r} refused at run time")
+        return value
+
+    safe.update(
+        __name__="candidate",
+        __import__=guarded_import,
+        getattr=guarded_getattr,
+        hasattr=lambda obj, name: hasattr(obj, checked_name(name)),
+        setattr=lambda obj, name, value: setattr(obj, checked_name(name), value),
+        delattr=lambda obj, name: delattr(obj, checked_name(name)),
+    )
+    return safe, gate
+
+
+def _safe_module_views(gate: _CodegenGate, violation: Violation) -> dict[str, types.ModuleType]:
+    """Copies of modules whose members could bypass the guards, with those members wrapped."""
+    import collections
+    import dataclasses
+
+    def checked_names(names: tuple[Any, ...]) -> tuple[Any, ...]:
+        for name in names:
+            for part in str(name).split("."):
+                if not attribute_allowed(part):
+                    violation(f"access to attribute {part!r} refused at run time")
+        return names
+
+    replacements = {
+        operator: {
+            "attrgetter": lambda *names: operator.attrgetter(*checked_names(names)),
+            "methodcaller": lambda name, *args, **kwargs: operator.methodcaller(
+                *checked_names((name,)), *args, **kwargs
+            ),
+        },
+        collections: {"namedtuple": gate.wrap(collections.namedtuple)},
+        dataclasses: {"dataclass": gate.wrap(dataclasses.dataclass)},
+    }
+    views = {}
+    for module, members in replacements.items():
+        view = types.ModuleType(module.__name__, module.__doc__)
+        vars(view).update(vars(module))
+        vars(view).update(members)
+        views[module.__name__] = view
+    return views

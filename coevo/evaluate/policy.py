@@ -1,0 +1,133 @@
+"""What candidate code may use, and the static check that enforces it before anything runs.
+
+The static check is the first of three layers (then restricted builtins, then an audit hook in
+the sandboxed child). Its job is to reject the obvious escapes early, with a reason precise enough
+to feed back to the LLM that wrote the code ("import of 'os' is not allowed", not "crashed").
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+ALLOWED_MODULES: frozenset[str] = frozenset(
+    {
+        "numpy", "math", "cmath", "random", "itertools", "heapq", "collections", "functools",
+        "typing", "dataclasses", "statistics", "bisect", "operator", "copy", "fractions",
+        "decimal", "numbers", "array", "string", "enum", "abc", "time",
+    }
+)
+"""Top-level modules a candidate may import."""
+
+PRELOADED_MODULES: tuple[str, ...] = (
+    "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "numpy.polynomial", "math", "cmath",
+    "random", "itertools", "heapq", "collections", "collections.abc", "functools", "typing",
+    "dataclasses", "statistics", "bisect", "operator", "copy", "fractions", "decimal", "numbers",
+    "array", "string", "enum", "abc", "time",
+)
+"""Modules imported by the fork server, so a sandboxed child never needs to read a file to import."""
+
+FORBIDDEN_NAMES: frozenset[str] = frozenset(
+    {
+        "eval", "exec", "compile", "open", "input", "breakpoint", "globals", "locals", "vars",
+        "dir", "help", "exit", "quit", "memoryview",
+    }
+)
+"""Builtins that read code or files, or expose namespaces; none is needed by a heuristic.
+Dunder names (``__import__``, ``__builtins__``) are refused by a separate, general rule."""
+
+INTROSPECTION_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "gi_frame", "gi_code",
+        "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "func_globals", "mro",
+    }
+)
+"""Attributes that walk frames, tracebacks or class hierarchies towards the evaluator's objects."""
+
+_UNREACHABLE_MODULES = frozenset(
+    {
+        "os", "sys", "subprocess", "builtins", "importlib", "ctypes", "socket", "shutil", "signal",
+        "io", "pathlib", "gc", "inspect", "pickle", "marshal", "threading", "multiprocessing",
+        "tempfile", "resource", "posix", "mmap", "types", "weakref", "runpy", "pty", "glob",
+    }
+)
+"""Module names that, used as an attribute (``np.lib.format.os``), reach past the import check."""
+
+_DUNDER = re.compile(r"^__\w+__$")
+_ALLOWED_DUNDER_NAMES = frozenset({"__name__"})
+
+
+class RejectedCode(Exception):
+    """The candidate breaks the policy; the message is the precise, user-facing reason."""
+
+
+def module_allowed(name: str) -> bool:
+    """True when a dotted module name lies inside an allowed top-level package."""
+    return name.split(".")[0] in ALLOWED_MODULES
+
+
+def attribute_allowed(name: str) -> bool:
+    """True when ``obj.name`` cannot reach private state, introspection, or a forbidden module."""
+    return not (name.startswith("_") or name in INTROSPECTION_ATTRIBUTES or name in _UNREACHABLE_MODULES)
+
+
+def check_code(code: str, function_name: str) -> None:
+    """Parse the candidate and raise RejectedCode on the first policy breach (with its line)."""
+    try:
+        tree = ast.parse(code, filename="<candidate>")
+    except SyntaxError as error:
+        raise RejectedCode(f"syntax error at line {error.lineno}: {error.msg}") from None
+    except ValueError as error:  # e.g. NUL bytes in the source
+        raise RejectedCode(f"unparsable code: {error}") from None
+    module_aliases = _imported_names(tree)
+    for node in ast.walk(tree):
+        problem = _node_problem(node, module_aliases)
+        if problem:
+            raise RejectedCode(f"{problem} (line {getattr(node, 'lineno', '?')})")
+    if not any(isinstance(node, ast.FunctionDef) and node.name == function_name for node in tree.body):
+        raise RejectedCode(f"no top-level function named {function_name!r} is defined")
+
+
+def _imported_names(tree: ast.Module) -> frozenset[str]:
+    """Local names bound by import statements (candidates for monkeypatching checks)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return frozenset(names)
+
+
+def _node_problem(node: ast.AST, module_aliases: frozenset[str]) -> str | None:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if not module_allowed(alias.name):
+                return f"import of {alias.name!r} is not allowed"
+    elif isinstance(node, ast.ImportFrom):
+        if node.level:
+            return "relative imports are not allowed"
+        if not module_allowed(node.module or ""):
+            return f"import of {node.module!r} is not allowed"
+        for alias in node.names:
+            if alias.name != "*" and not attribute_allowed(alias.name):
+                return f"importing {alias.name!r} from {node.module!r} is not allowed"
+    elif isinstance(node, ast.Name):
+        if node.id in FORBIDDEN_NAMES:
+            return f"use of {node.id!r} is not allowed"
+        if _DUNDER.match(node.id) and node.id not in _ALLOWED_DUNDER_NAMES:
+            return f"use of dunder name {node.id!r} is not allowed"
+    elif isinstance(node, ast.Attribute):
+        if not attribute_allowed(node.attr):
+            return f"access to attribute {node.attr!r} is not allowed"
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and _root_name(node) in module_aliases:
+            return f"modifying module {_root_name(node)!r} (monkeypatching) is not allowed"
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _DUNDER.match(node.value):
+        return f"string {node.value!r} names a dunder attribute, which is not allowed"
+    elif isinstance(node, (ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
+        return "async code is not allowed"
+    return None
+
+
+def _root_name(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None

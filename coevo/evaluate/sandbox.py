@@ -1,0 +1,298 @@
+"""The parent's side of the sandbox: hand a candidate to the fork server and supervise it.
+
+The parent never runs candidate code. It asks the warm fork server (``zygote.py``) for a fresh
+child, streams the job to it, reads one message per instance, and kills the child's whole
+process group with SIGKILL the moment a deadline passes: per instance (no progress for
+``instance_seconds``) or per candidate (``candidate_seconds`` in all). Thread-safe: one
+``Sandbox`` serves many concurrent ``run`` calls.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from coevo.evaluate.channel import ChannelError, FrameReader, decode_solution
+from coevo.evaluate.child import BLOB_LENGTH, EXIT_SETUP_FAILED, EXIT_VIOLATION, Job
+from coevo.evaluate.zygote import PID_MESSAGE
+from tasks.base import Instance, Task
+
+_ZYGOTE_START_SECONDS = 60.0
+_REAP_GRACE_SECONDS = 5.0
+_SINGLE_THREADED_MATH = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+class SandboxError(Exception):
+    """The sandbox itself (not the candidate) failed, e.g. the fork server died."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one candidate run."""
+
+    instance_seconds: float = 10.0
+    candidate_seconds: float = 60.0
+    memory_mb: int = 1024
+    file_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if self.instance_seconds <= 0 or self.candidate_seconds <= 0 or self.memory_mb <= 0:
+            raise ValueError(f"limits must be positive, got {self}")
+
+
+@dataclass(frozen=True)
+class InstancePayload:
+    """A split's instances pickled once, then streamed to every child that evaluates them."""
+
+    count: int
+    data: bytes
+
+    @classmethod
+    def of(cls, instances: list[Instance]) -> InstancePayload:
+        return cls(len(instances), pickle.dumps(instances, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What came back: a solution per completed instance, or why the run stopped."""
+
+    solutions: tuple[Any, ...]
+    failure: str | None
+    failed_index: int | None
+    """The instance being built when the run failed; None for failures outside any instance."""
+
+
+class Sandbox:
+    """A fork server for one task, started lazily and shut down by ``close``."""
+
+    def __init__(self, task: Task) -> None:
+        self._task_ref = (type(task).__module__, type(task).__qualname__)
+        self._control: socket.socket | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def server_pid(self) -> int | None:
+        """The fork server's pid (every candidate is its child), None before the first run."""
+        return self._process.pid if self._process else None
+
+    def close(self) -> None:
+        """Stop the fork server; it kills any candidate still running."""
+        with self._lock:
+            if self._control is not None:
+                self._control.close()
+                self._control = None
+            if self._process is not None:
+                try:
+                    self._process.wait(timeout=_REAP_GRACE_SECONDS)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait()
+                self._process = None
+
+    def run(self, code: str, function_name: str, payload: InstancePayload, limits: Limits) -> Outcome:
+        """Run the candidate over the instances in a fresh child, under ``limits``."""
+        started = time.monotonic()
+        conn, child_end = socket.socketpair()
+        status_read, status_write = os.pipe()
+        try:
+            with self._lock:
+                control = self._started_control()
+                try:
+                    socket.send_fds(control, [b"run"], [child_end.fileno(), status_write])
+                except OSError as error:
+                    raise SandboxError(f"the fork server is gone: {error}") from None
+            child_end.close()
+            os.close(status_write)
+            pid = _read_pid(status_read)
+            job = Job(code, function_name, limits.memory_mb, limits.candidate_seconds, limits.file_bytes)
+            supervisor = _Supervisor(pid, conn, status_read, payload.count, limits, started)
+            return supervisor.run(_framed(pickle.dumps(job)) + _framed(payload.data))
+        finally:
+            conn.close()
+            child_end.close()
+            os.close(status_read)
+
+    def _started_control(self) -> socket.socket:
+        if self._control is None:
+            parent_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            env = {**os.environ, **_SINGLE_THREADED_MATH, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "coevo.evaluate.zygote", str(server_end.fileno()), *self._task_ref],
+                pass_fds=[server_end.fileno()],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            server_end.close()
+            parent_end.settimeout(_ZYGOTE_START_SECONDS)
+            try:
+                greeting = parent_end.recv(16)
+            except OSError as error:
+                raise SandboxError(f"the fork server did not start: {error}") from None
+            if greeting != b"ready":
+                raise SandboxError(f"the fork server failed to start (exit code {self._process.poll()})")
+            parent_end.settimeout(None)
+            self._control = parent_end
+        return self._control
+
+
+def _framed(data: bytes) -> bytes:
+    return BLOB_LENGTH.pack(len(data)) + data
+
+
+def _read_pid(status_read: int) -> int:
+    record = os.read(status_read, PID_MESSAGE.size)
+    if len(record) != PID_MESSAGE.size:
+        raise SandboxError("the fork server did not start the candidate")
+    return PID_MESSAGE.unpack(record)[1]
+
+
+class _Supervisor:
+    """Feeds one child its job and watches its messages, its exit, and the two deadlines."""
+
+    def __init__(
+        self, pid: int, conn: socket.socket, status_read: int, count: int, limits: Limits, started: float
+    ) -> None:
+        self.pid, self.conn, self.status_read, self.count, self.limits = pid, conn, status_read, count, limits
+        self.candidate_deadline = started + limits.candidate_seconds
+        self.instance_deadline = started + limits.instance_seconds
+        self.solutions: list[Any] = []
+        self.failure: str | None = None
+        self.failed_index: int | None = None
+        self.exit_status: int | None = None
+        self.done = False
+        self.conn_closed = False
+        self.poller = select.poll()
+
+    def run(self, job: bytes) -> Outcome:
+        try:
+            self._send_job(job)
+            self._watch()
+        except ChannelError as error:
+            self._fail(str(error))
+        finally:
+            self._kill_and_reap()
+        if self.failure is None and not self.done:
+            self._fail(self._exit_reason())
+        return Outcome(tuple(self.solutions), self.failure, self.failed_index)
+
+    def _fail(self, reason: str, index: int | None = None) -> None:
+        if self.failure is None:
+            self.failure = reason
+            self.failed_index = index if index is not None else self._current_index()
+
+    def _current_index(self) -> int | None:
+        return len(self.solutions) if len(self.solutions) < self.count else None
+
+    def _send_job(self, job: bytes) -> None:
+        self.conn.settimeout(max(0.0, self.candidate_deadline - time.monotonic()))
+        try:
+            self.conn.sendall(job)
+        except OSError:
+            pass  # the child died or stalled while reading; its exit or the deadline explains why
+        self.conn.setblocking(False)
+
+    def _watch(self) -> None:
+        reader = FrameReader()
+        self.poller.register(self.conn, select.POLLIN)
+        self.poller.register(self.status_read, select.POLLIN)
+        while not self.done and self.failure is None and self.exit_status is None:
+            now = time.monotonic()
+            if now >= self.candidate_deadline:
+                return self._fail(
+                    f"exceeded the per-candidate time limit of {self.limits.candidate_seconds:g} s "
+                    f"after {len(self.solutions)} of {self.count} instances"
+                )
+            if now >= self.instance_deadline:
+                return self._fail(f"timed out (per-instance limit {self.limits.instance_seconds:g} s)")
+            events = dict(self.poller.poll(1000 * (min(self.candidate_deadline, self.instance_deadline) - now)))
+            if self.conn.fileno() in events:
+                self._read_messages(reader)
+            if self.status_read in events:
+                self._read_exit_status()
+                self._read_messages(reader)  # whatever the child wrote before it exited
+
+    def _read_messages(self, reader: FrameReader) -> None:
+        while True:
+            try:
+                chunk = self.conn.recv(1 << 20)
+            except BlockingIOError:
+                return
+            if not chunk:  # the child closed its end: only its exit status is still to come
+                if not self.conn_closed:
+                    self.poller.unregister(self.conn)
+                    self.conn_closed = True
+                return
+            for message in reader.feed(chunk):
+                self._handle(message)
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if "solution" in message:
+            if message.get("index") != len(self.solutions) or len(self.solutions) >= self.count:
+                raise ChannelError("the child reported solutions out of order")
+            self.solutions.append(decode_solution(message["solution"]))
+            self.instance_deadline = now + self.limits.instance_seconds
+        elif "started" in message:
+            self.instance_deadline = now + self.limits.instance_seconds
+        elif "done" in message:
+            self.done = len(self.solutions) == self.count
+        elif "invalid" in message or "error" in message or "violation" in message:
+            reason = message.get("invalid") or message.get("error") or message.get("violation")
+            self._fail(str(reason)[:500])
+        else:
+            raise ChannelError(f"the child sent an unknown message {sorted(message)}")
+
+    def _read_exit_status(self) -> None:
+        record = os.read(self.status_read, PID_MESSAGE.size)
+        if len(record) == PID_MESSAGE.size:
+            self.exit_status = PID_MESSAGE.unpack(record)[1]
+
+    def _kill_and_reap(self) -> None:
+        """SIGKILL the child's group unless it is already reaped, then wait for the reaping."""
+        if self.exit_status is not None:
+            return
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        ready, _, _ = select.select([self.status_read], [], [], _REAP_GRACE_SECONDS)
+        if ready:
+            self._read_exit_status()
+
+    def _exit_reason(self) -> str:
+        progress = f"after {len(self.solutions)} of {self.count} instances"
+        status = self.exit_status
+        if status is None:
+            return f"the candidate process could not be reaped {progress}"
+        if os.WIFSIGNALED(status):
+            signum = os.WTERMSIG(status)
+            cause = {
+                signal.SIGXCPU: " (CPU-time limit)",
+                signal.SIGKILL: " (CPU-time or memory limit)",
+                signal.SIGXFSZ: " (file-size limit)",
+            }.get(signum, "")
+            return f"the candidate process was killed by {signal.Signals(signum).name}{cause} {progress}"
+        code = os.WEXITSTATUS(status)
+        if code == EXIT_VIOLATION:
+            return f"the candidate broke the sandbox rules {progress}"
+        if code == EXIT_SETUP_FAILED:
+            return "the sandbox failed to set up the candidate process"
+        return f"the candidate process exited with code {code} {progress}"

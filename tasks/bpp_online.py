@@ -1,0 +1,118 @@
+"""Online bin packing (FunSearch): a priority function picks the bin for each arriving item.
+
+Items follow MCTS-AHD's generator for FunSearch's Weibull benchmark: Weibull(shape 3) x 45,
+capped at 100 and rounded, all drawn in order from one ``RandomState(1234)`` stream (train 5k and
+1k, validation 5 x 5k and 5 x 1k, test 5 x 1k/5k/10k for capacity 100 then for capacity 500).
+The published search set packs the two train sequences into bins of capacity 100 and 500.
+Every item sees all bins it fits in, including the still empty ones (one bin per item is
+available), and goes to the bin with the highest priority. The objective is the number of bins
+used; the reference is the L1 lower bound ceil(sum / capacity), so the gap is the excess in %.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import numpy as np
+
+from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName, Task
+from tasks.checks import returned_scores
+
+STREAM_SEED = 1234
+WEIBULL_SHAPE = 3.0
+WEIBULL_SCALE = 45.0
+MAX_ITEM = 100
+
+DRAWS: tuple[tuple[str, int, int], ...] = (
+    ("train_5k", 1, 5000),
+    ("train_1k", 1, 1000),
+    ("val_5k", 5, 5000),
+    ("val_1k", 5, 1000),
+    ("test_1k_c100", 5, 1000),
+    ("test_5k_c100", 5, 5000),
+    ("test_10k_c100", 5, 10000),
+    ("test_1k_c500", 5, 1000),
+    ("test_5k_c500", 5, 5000),
+    ("test_10k_c500", 5, 10000),
+)
+"""(draw name, sequence count, items per sequence) in the order the stream is drawn."""
+
+SPLIT_GROUPS: dict[SplitName, tuple[tuple[str, str, int], ...]] = {
+    "search": (("1k_c100", "train_1k", 100), ("1k_c500", "train_1k", 500),
+               ("5k_c100", "train_5k", 100), ("5k_c500", "train_5k", 500)),
+    "val": (("1k_c100", "val_1k", 100), ("1k_c500", "val_1k", 500),
+            ("5k_c100", "val_5k", 100), ("5k_c500", "val_5k", 500)),
+    "test": (("1k_c100", "test_1k_c100", 100), ("5k_c100", "test_5k_c100", 100),
+             ("10k_c100", "test_10k_c100", 100), ("1k_c500", "test_1k_c500", 500),
+             ("5k_c500", "test_5k_c500", 500), ("10k_c500", "test_10k_c500", 500)),
+}  # fmt: skip
+"""split -> (group label, draw name, bin capacity)."""
+
+
+def weibull_items(rng: np.random.RandomState, count: int) -> np.ndarray:
+    """One item sequence; sizes are kept >= 1 (a rounded zero is never drawn in practice)."""
+    sizes = np.round(np.clip(rng.weibull(WEIBULL_SHAPE, count) * WEIBULL_SCALE, None, MAX_ITEM))
+    return np.maximum(sizes, 1).astype(np.int64)
+
+
+@functools.cache
+def _draws() -> dict[str, tuple[np.ndarray, ...]]:
+    rng = np.random.RandomState(STREAM_SEED)
+    return {name: tuple(weibull_items(rng, size) for _ in range(count)) for name, count, size in DRAWS}
+
+
+@functools.cache
+def _groups(split: SplitName) -> tuple[InstanceGroup, ...]:
+    return tuple(
+        InstanceGroup(label, [{"items": items, "capacity": capacity} for items in _draws()[draw]])
+        for label, draw, capacity in SPLIT_GROUPS[split]
+    )
+
+
+class BPPOnline(Task):
+    name = "bpp_online"
+    function_name = "priority"
+    signature = "def priority(item: float, bins_remain_cap: np.ndarray) -> np.ndarray"
+    description = (
+        "Online bin packing: items arrive one at a time and must be placed immediately. For each "
+        "item, priority is called with the item's size and a 1-D array with the remaining "
+        "capacity of every bin the item fits in (bins already used and empty ones, all of the same "
+        "capacity); it returns an array of the same length with one score per bin, and the item "
+        "goes to the bin with the highest score. Item sizes follow a Weibull distribution (mean "
+        "about 40, at most 100) and bins hold 100 or 500. The goal is to use as few bins as possible."
+    )
+    reference_name = "L1 lower bound ceil(sum/C)"
+
+    def groups(self, split: SplitName) -> list[InstanceGroup]:
+        return list(_groups(split))
+
+    def construct(self, heuristic: Callable[..., Any], instance: Instance) -> np.ndarray:
+        items = instance["items"]
+        remaining = np.full(len(items), float(instance["capacity"]))
+        assignment = np.empty(len(items), dtype=np.int64)
+        for position, item in enumerate(items.astype(np.float64)):
+            fitting = np.flatnonzero(remaining >= item)
+            scores = returned_scores(heuristic(item, remaining[fitting].copy()), self.function_name, len(fitting))
+            chosen = fitting[np.argmax(scores)]
+            remaining[chosen] -= item
+            assignment[position] = chosen
+        return assignment
+
+    def score(self, instance: Instance, solution: Any) -> float:
+        items, capacity = instance["items"], instance["capacity"]
+        assignment = np.asarray(solution)
+        if assignment.shape != items.shape or not np.issubdtype(assignment.dtype, np.integer):
+            raise InvalidSolution(
+                f"an assignment must give one integer bin per item ({len(items)}), got shape {assignment.shape} of {assignment.dtype}"
+            )
+        if assignment.min() < 0 or assignment.max() >= len(items):
+            raise InvalidSolution(f"an assignment uses bins outside 0..{len(items) - 1}")
+        loads = np.bincount(assignment, weights=items, minlength=len(items))
+        overfull = np.flatnonzero(loads > capacity)
+        if overfull.size:
+            raise InvalidSolution(f"bin {overfull[0]} holds {loads[overfull[0]]:g}, over the capacity {capacity}")
+        return float(np.count_nonzero(loads))
+
+    def reference_objective(self, instance: Instance) -> float:
+        return float(np.ceil(instance["items"].sum() / instance["capacity"]))

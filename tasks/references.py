@@ -1,0 +1,120 @@
+"""Shipped reference values and instance manifests (``tasks/data/<task>.json``).
+
+Reference solvers (LKH, OR-Tools, lower bounds) are slow or need native packages, so they are
+run once by ``experiments/compute_references.py`` and their values shipped next to the SHA-256
+of the instances they were computed on. Loading a group's references re-hashes its instances,
+so a generator that drifts is caught instead of silently compared with stale values.
+
+File layout::
+
+    {"task": "tsp_construct", "reference_name": "LKH-3 (elkai)",
+     "splits": {"test": {"n50": {"sha256": "...", "n_instances": 1000, "reference": [5.69, ...]}}}}
+
+Reference values use the task's internal, minimised objective (negated for maximisation tasks).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from tasks.base import InstanceGroup, SplitName, Task, instance_hash
+
+DATA_DIR = Path(__file__).with_name("data")
+
+
+class ReferenceError(Exception):
+    """The shipped references are missing, or do not belong to the instances at hand."""
+
+
+@dataclass(frozen=True)
+class GroupReference:
+    """The manifest entry of one instance group: its hash and one reference per instance."""
+
+    sha256: str
+    values: tuple[float, ...]
+
+
+Manifest = dict[str, dict[str, GroupReference]]
+"""split -> group label -> reference entry."""
+
+
+def manifest_path(task_name: str) -> Path:
+    return DATA_DIR / f"{task_name}.json"
+
+
+@functools.cache
+def load_manifest(task_name: str) -> Manifest:
+    """The shipped manifest of a task (cached per process); raises ReferenceError if absent."""
+    path = manifest_path(task_name)
+    if not path.exists():
+        raise ReferenceError(f"no shipped references for {task_name}: run experiments/compute_references.py")
+    raw = json.loads(path.read_text())
+    return {
+        split: {
+            label: GroupReference(sha256=entry["sha256"], values=tuple(entry["reference"]))
+            for label, entry in groups.items()
+        }
+        for split, groups in raw["splits"].items()
+    }
+
+
+def save_manifest(task: Task, manifest: Manifest) -> Path:
+    """Write a task's manifest atomically (a crash never leaves half a file behind)."""
+    payload = {
+        "task": task.name,
+        "reference_name": task.reference_name,
+        "splits": {
+            split: {
+                label: {"sha256": ref.sha256, "n_instances": len(ref.values), "reference": list(ref.values)}
+                for label, ref in groups.items()
+            }
+            for split, groups in manifest.items()
+        },
+    }
+    path = manifest_path(task.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(payload, indent=1) + "\n")
+    temporary.replace(path)
+    load_manifest.cache_clear()
+    return path
+
+
+def group_references(task: Task, split: SplitName, group: InstanceGroup) -> np.ndarray:
+    """The shipped reference of every instance in the group, after checking the instance hash."""
+    entry = load_manifest(task.name).get(split, {}).get(group.label)
+    if entry is None:
+        raise ReferenceError(f"no shipped references for {task.name} {split}/{group.label}")
+    actual = instance_hash(group.instances)
+    if actual != entry.sha256:
+        raise ReferenceError(
+            f"{task.name} {split}/{group.label}: instances hash to {actual[:12]}, "
+            f"references were computed for {entry.sha256[:12]}"
+        )
+    if len(entry.values) != len(group.instances):
+        raise ReferenceError(
+            f"{task.name} {split}/{group.label}: {len(entry.values)} references for {len(group.instances)} instances"
+        )
+    return np.asarray(entry.values, dtype=np.float64)
+
+
+def gap_pct(objectives: Sequence[float], references: Sequence[float]) -> float:
+    """Percentage excess of the mean objective over the mean reference (minimised objectives).
+
+    Ratio of means, as the published AHD tables compute it (mean tour length vs mean LKH length,
+    mean bins vs mean L1 bound); with negated objectives for maximisation it gives the shortfall.
+    """
+    objectives = np.asarray(objectives, dtype=np.float64)
+    references = np.asarray(references, dtype=np.float64)
+    if objectives.shape != references.shape or objectives.size == 0:
+        raise ValueError(f"need as many objectives as references, got {objectives.shape} and {references.shape}")
+    reference_mean = references.mean()
+    if reference_mean == 0:
+        raise ValueError("the mean reference is 0: a relative gap is undefined")
+    return float(100.0 * (objectives.mean() - reference_mean) / abs(reference_mean))

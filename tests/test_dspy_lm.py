@@ -1,0 +1,97 @@
+"""The DSPy adapter: DSPy programs run on coevo backends, and no cached answer outlives its weights."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+
+import dspy
+import pytest
+
+from coevo.llm.base import Completion, Message, SamplingParams
+from coevo.llm.dspy_lm import CoevoLM, WeightsMismatchError
+
+
+class ScriptedLLM:
+    """A coevo backend that answers in DSPy's chat-adapter format and names its current weights."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.weights_id = f"w-{uuid.uuid4().hex}"  # unique per test: DSPy's cache is process-wide
+        self.conversations: list[Sequence[Message]] = []
+        self.samplings: list[SamplingParams] = []
+
+    def generate(self, requests: Sequence[Sequence[Message]], sampling: SamplingParams) -> list[Completion]:
+        self.conversations.extend(requests)
+        self.samplings.append(sampling)
+        text = f"[[ ## answer ## ]]\nanswer from {self.weights_id}\n\n[[ ## completed ## ]]"
+        return [Completion(text, 11, 7, 0.01, "stop", self.weights_id) for _ in requests]
+
+
+@pytest.fixture(autouse=True)
+def memory_only_cache() -> Iterator[None]:
+    """Keep tests out of the user's DSPy disk cache while still exercising DSPy's real cache."""
+    saved = dspy.cache
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True)
+    yield
+    dspy.cache = saved
+
+
+def _ask(lm: dspy.LM, question: str = "What is 2 + 2?") -> str:
+    with dspy.context(lm=lm):
+        return dspy.Predict("question -> answer")(question=question).answer
+
+
+def test_predict_runs_end_to_end_through_the_backend() -> None:
+    backend = ScriptedLLM()
+    lm = CoevoLM(backend, temperature=0.3, max_tokens=64)
+
+    answer = _ask(lm, "What is 2 + 2?")
+
+    assert answer == f"answer from {backend.weights_id}"
+    (conversation,) = backend.conversations
+    assert [m["role"] for m in conversation] == ["system", "user"]
+    assert "What is 2 + 2?" in conversation[-1]["content"]
+    assert (backend.samplings[0].temperature, backend.samplings[0].max_new_tokens) == (0.3, 64)
+    assert lm.history[-1]["usage"]["input_tokens"] == 11
+
+
+def test_unpinned_lm_never_serves_a_cached_answer() -> None:
+    backend = ScriptedLLM()
+    lm = CoevoLM(backend)
+
+    first = _ask(lm)
+    backend.weights_id = "perturbed"
+    second = _ask(lm)
+
+    assert first != second == "answer from perturbed"
+    assert len(backend.conversations) == 2
+
+
+def test_pinned_lm_caches_per_weights_version() -> None:
+    backend = ScriptedLLM()
+    base = CoevoLM(backend)
+    before = backend.weights_id
+
+    assert _ask(base.at_weights(before)) == _ask(base.at_weights(before)) == f"answer from {before}"
+    assert len(backend.conversations) == 1  # the second call was a cache hit
+
+    backend.weights_id = f"{before}+seed7"
+    assert _ask(base.at_weights(backend.weights_id)) == f"answer from {before}+seed7"
+    assert len(backend.conversations) == 2  # new weights, new cache key: no stale answer
+
+
+def test_pinned_lm_refuses_answers_from_other_weights() -> None:
+    backend = ScriptedLLM()
+    pinned = CoevoLM(backend).at_weights(backend.weights_id)
+    backend.weights_id = "changed-behind-its-back"
+
+    with pytest.raises(WeightsMismatchError, match="pinned to"):
+        pinned("a prompt it has never seen")
+
+
+def test_at_weights_keeps_the_sampling_settings() -> None:
+    lm = CoevoLM(ScriptedLLM(), temperature=0.2, max_tokens=32).at_weights("w")
+
+    assert (lm.kwargs["temperature"], lm.kwargs["max_tokens"], lm.cache) == (0.2, 32, True)

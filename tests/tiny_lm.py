@@ -1,0 +1,50 @@
+"""A tiny random LlamaForCausalLM and a word-level tokenizer trained on the spot, for fast LM tests."""
+
+from __future__ import annotations
+
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+CORPUS = [
+    "the cat sat on the mat",
+    "a dog ran in the park",
+    "one two three four five six seven eight nine ten",
+    "red green blue yellow black white",
+    "write a short heuristic for the travelling salesman problem",
+]
+SPECIAL_TOKENS = ["<pad>", "<unk>", "<s>", "</s>"]
+
+
+def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
+    """Word-level tokenizer over CORPUS; left padding as batched decoding needs."""
+    tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(CORPUS, trainers.WordLevelTrainer(special_tokens=SPECIAL_TOKENS))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        padding_side="left",
+    )
+
+
+def build_tiny_llama(vocab_size: int, seed: int = 0, width: int = 64) -> LlamaForCausalLM:
+    """Two-layer random Llama in fp32 eval mode: same module layout as SmolLM2, milliseconds per step."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=3,
+        tie_word_embeddings=True,
+    )
+    return LlamaForCausalLM(config).eval()
