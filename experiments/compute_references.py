@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tasks import SPLITS, TASK_NAMES, Task, get_task, instance_hash
-from tasks.references import GroupReference, Manifest, ReferenceError, load_manifest, manifest_path, save_manifest
+from tasks.references import GroupReference, Manifest, MissingReferences, load_manifest, manifest_path, save_manifest
 
 NICENESS = 10
 
@@ -31,10 +31,6 @@ NICENESS = 10
 @functools.cache
 def _task(name: str) -> Task:
     return get_task(name)
-
-
-def _lower_priority() -> None:
-    os.nice(NICENESS)
 
 
 def _reference(job: tuple[str, int, dict]) -> tuple[int, float]:
@@ -45,21 +41,25 @@ def _reference(job: tuple[str, int, dict]) -> tuple[int, float]:
 def _shipped(task_name: str) -> Manifest:
     try:
         return load_manifest(task_name)
-    except ReferenceError:
+    except MissingReferences:
         return {}
 
 
 def compute_task(task: Task, splits: list[str], pool: Pool, progress: Progress) -> Path:
-    """Fill in the task's manifest for the given splits, recomputing only groups that changed."""
+    """Fill in the task's manifest for the given splits, recomputing only groups that changed.
+
+    The manifest is saved after every group, so an interrupted run keeps the work it finished.
+    """
     manifest = _shipped(task.name)
     for split in splits:
-        kept = manifest.get(split, {})
-        fresh: dict[str, GroupReference] = {}
-        for group in task.groups(split):
+        groups = task.groups(split)
+        entries = manifest.setdefault(split, {})
+        for stale in set(entries) - {group.label for group in groups}:
+            del entries[stale]
+        for group in groups:
             digest = instance_hash(group.instances)
-            previous = kept.get(group.label)
+            previous = entries.get(group.label)
             if previous is not None and previous.sha256 == digest and len(previous.values) == len(group.instances):
-                fresh[group.label] = previous
                 continue
             bar = progress.add_task(f"{task.name} {split}/{group.label}", total=len(group.instances))
             values = [0.0] * len(group.instances)
@@ -67,9 +67,9 @@ def compute_task(task: Task, splits: list[str], pool: Pool, progress: Progress) 
             for position, value in pool.imap_unordered(_reference, jobs, chunksize=4):
                 values[position] = value
                 progress.advance(bar)
-            fresh[group.label] = GroupReference(sha256=digest, values=tuple(values))
-        manifest[split] = fresh
-        save_manifest(task, manifest)  # after every split, so an interrupted run keeps its work
+            entries[group.label] = GroupReference(sha256=digest, values=tuple(values))
+            save_manifest(task, manifest)
+    save_manifest(task, manifest)
     return manifest_path(task.name)
 
 
@@ -83,8 +83,10 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown task(s) {', '.join(unknown)}; known: {', '.join(TASK_NAMES)}")
 
-    _lower_priority()
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    os.nice(NICENESS)  # the machine is shared; pool workers inherit the lower priority
+    columns = (
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()
+    )
     with multiprocessing.Pool(args.workers) as pool, Progress(*columns) as progress:
         for name in args.tasks:
             path = compute_task(get_task(name), args.splits, pool, progress)

@@ -101,7 +101,9 @@ class KPConstruct(Task):
         weights, values = instance["weights"], instance["values"]
         items = np.asarray(solution)
         if items.ndim != 1 or (items.size and not np.issubdtype(items.dtype, np.integer)):
-            raise InvalidSolution(f"a packing must be a 1-D array of item indices, got shape {items.shape} of {items.dtype}")
+            raise InvalidSolution(
+                f"a packing must be a 1-D array of item indices, got shape {items.shape} of {items.dtype}"
+            )
         if items.size and (items.min() < 0 or items.max() >= len(weights)):
             raise InvalidSolution(f"a packing refers to items outside 0..{len(weights) - 1}")
         if len(np.unique(items)) != items.size:

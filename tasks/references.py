@@ -28,8 +28,12 @@ from tasks.base import InstanceGroup, SplitName, Task, instance_hash
 DATA_DIR = Path(__file__).with_name("data")
 
 
-class ReferenceError(Exception):
-    """The shipped references are missing, or do not belong to the instances at hand."""
+class ReferenceMismatch(Exception):
+    """The shipped references do not belong to the instances at hand (the generator drifted)."""
+
+
+class MissingReferences(Exception):
+    """No references are shipped for this task or group (yet)."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +54,10 @@ def manifest_path(task_name: str) -> Path:
 
 @functools.cache
 def load_manifest(task_name: str) -> Manifest:
-    """The shipped manifest of a task (cached per process); raises ReferenceError if absent."""
+    """The shipped manifest of a task (cached per process); raises MissingReferences if absent."""
     path = manifest_path(task_name)
     if not path.exists():
-        raise ReferenceError(f"no shipped references for {task_name}: run experiments/compute_references.py")
+        raise MissingReferences(f"no shipped references for {task_name}: run experiments/compute_references.py")
     raw = json.loads(path.read_text())
     return {
         split: {
@@ -90,15 +94,15 @@ def group_references(task: Task, split: SplitName, group: InstanceGroup) -> np.n
     """The shipped reference of every instance in the group, after checking the instance hash."""
     entry = load_manifest(task.name).get(split, {}).get(group.label)
     if entry is None:
-        raise ReferenceError(f"no shipped references for {task.name} {split}/{group.label}")
+        raise MissingReferences(f"no shipped references for {task.name} {split}/{group.label}")
     actual = instance_hash(group.instances)
     if actual != entry.sha256:
-        raise ReferenceError(
+        raise ReferenceMismatch(
             f"{task.name} {split}/{group.label}: instances hash to {actual[:12]}, "
             f"references were computed for {entry.sha256[:12]}"
         )
     if len(entry.values) != len(group.instances):
-        raise ReferenceError(
+        raise ReferenceMismatch(
             f"{task.name} {split}/{group.label}: {len(entry.values)} references for {len(group.instances)} instances"
         )
     return np.asarray(entry.values, dtype=np.float64)

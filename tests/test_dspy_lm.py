@@ -7,9 +7,13 @@ from collections.abc import Iterator, Sequence
 
 import dspy
 import pytest
+from dspy.utils.exceptions import LMUnexpectedError
 
+from coevo.es.perturbation import Perturbation
 from coevo.llm.base import Completion, Message, SamplingParams
 from coevo.llm.dspy_lm import CoevoLM, WeightsMismatchError
+from coevo.llm.hf import HFBackend
+from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 
 class ScriptedLLM:
@@ -54,7 +58,7 @@ def test_predict_runs_end_to_end_through_the_backend() -> None:
     assert [m["role"] for m in conversation] == ["system", "user"]
     assert "What is 2 + 2?" in conversation[-1]["content"]
     assert (backend.samplings[0].temperature, backend.samplings[0].max_new_tokens) == (0.3, 64)
-    assert lm.history[-1]["usage"]["input_tokens"] == 11
+    assert lm.history[-1]["usage"]["prompt_tokens"] == 11
 
 
 def test_unpinned_lm_never_serves_a_cached_answer() -> None:
@@ -87,11 +91,36 @@ def test_pinned_lm_refuses_answers_from_other_weights() -> None:
     pinned = CoevoLM(backend).at_weights(backend.weights_id)
     backend.weights_id = "changed-behind-its-back"
 
-    with pytest.raises(WeightsMismatchError, match="pinned to"):
+    with pytest.raises(LMUnexpectedError, match="pinned to") as info:  # DSPy wraps engine errors
         pinned("a prompt it has never seen")
+    assert isinstance(info.value.__cause__, WeightsMismatchError)
 
 
 def test_at_weights_keeps_the_sampling_settings() -> None:
     lm = CoevoLM(ScriptedLLM(), temperature=0.2, max_tokens=32).at_weights("w")
 
     assert (lm.kwargs["temperature"], lm.kwargs["max_tokens"], lm.cache) == (0.2, 32, True)
+
+
+class RawTextAdapter(dspy.ChatAdapter):
+    """Takes the whole completion as the one output field: a random tiny model writes no field markers."""
+
+    def parse(self, signature: type[dspy.Signature], completion: str) -> dict[str, str]:
+        (field,) = signature.output_fields
+        return {field: completion}
+
+
+def test_dspy_program_runs_on_a_perturbed_in_process_model() -> None:
+    tokenizer = build_tiny_tokenizer()
+    backend = HFBackend(build_tiny_llama(tokenizer.vocab_size), tokenizer, name="tiny")
+    program = dspy.Predict("question -> answer")
+    ask = lambda: program(question="the cat sat on the mat").answer  # noqa: E731
+
+    with dspy.context(lm=CoevoLM(backend, temperature=1.0, max_tokens=6, seed=123), adapter=RawTextAdapter()):
+        base_id, base = backend.weights_id, ask()
+        with backend.host.perturbed(Perturbation(seed=7, sigma=0.5)):
+            perturbed_id, perturbed = backend.weights_id, ask()
+        restored = ask()
+
+    assert base.strip() and base == restored != perturbed
+    assert perturbed_id != base_id == backend.weights_id

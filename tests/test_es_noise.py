@@ -7,7 +7,7 @@ import numba
 import numpy as np
 import pytest
 
-from coevo.es.noise import NOISE_VERSION, accumulate_, fill_noise, noise, noise_key, perturb_
+from coevo.es.noise import NOISE_VERSION, PARALLEL_MIN_SIZE, accumulate_, fill_noise, noise, noise_key, perturb_
 
 
 def test_chunked_fill_equals_whole_fill():
@@ -97,8 +97,8 @@ def test_perturb_matches_its_definition_in_place_and_out_of_place():
     assert np.array_equal(src, expected)
 
 
-def test_accumulate_is_the_fp32_sum_of_members_in_order_whatever_the_thread_count():
-    size = 50_000  # spans several kernel blocks
+@pytest.mark.parametrize("size", [50_000, PARALLEL_MIN_SIZE + 4321])  # serial and threaded kernels
+def test_accumulate_is_the_fp32_sum_of_members_in_order_whatever_the_thread_count(size):
     dst = np.random.default_rng(2).standard_normal(size).astype(np.float32)
     seeds, coeffs = [3, 1, 4, 1, 5], np.array([0.5, -1.25, 2.0, 0.125, -0.75], np.float32)
     total = np.zeros(size, np.float32)

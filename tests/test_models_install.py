@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from typer.exceptions import TyperException
 from typer.testing import CliRunner
 
 from coevo.llm import models
@@ -109,12 +110,13 @@ def test_cli_install_and_list(fake_model: models.SplitModel) -> None:
     before = runner.invoke(app, ["models", "list"])
     installed = runner.invoke(app, ["models", "install", "fake"])
     after = runner.invoke(app, ["models", "list"])
-    unknown = runner.invoke(app, ["models", "install", "nope"])
+    unknown = runner.invoke(app, ["models", "install", "nope"], standalone_mode=False)  # as coevo.cli.main runs
 
     assert "fake\trun `coevo models install fake`" in before.output
     assert installed.exit_code == 0 and str(models.joined_path(fake_model)) in installed.output
     assert "fake\tinstalled" in after.output
-    assert unknown.exit_code == 2 and "unknown model 'nope'" in unknown.output
+    failure = unknown.exception  # coevo.cli.main prints a TyperException as one line and exits with its code
+    assert isinstance(failure, TyperException) and failure.exit_code == 2 and "unknown model 'nope'" in str(failure)
 
 
 @pytest.mark.slow

@@ -1,11 +1,11 @@
-"""EGGROLL-style batched population: N members decode in ONE batch, each under its own perturbation.
+"""EGGROLL-style low-rank ES: N members decode in ONE batch, each under its own perturbation.
 
-Member i perturbs every targeted linear weight W (out x in) by E_i = A_i B_i^T / sqrt(r), A_i (out x r)
-and B_i (in x r) drawn from the same counter-based noise as full-rank ES (keys f"{name}.lowrank_A" and
-f"{name}.lowrank_B"). E_i is never materialised during a rollout: a forward hook adds
-(sign_i sigma_i / sqrt r) (x B_i) A_i^T to the layer's output for the batch rows of member i, which
-costs O(r (in + out)) per token instead of a full weight pass per member. The update
-sum_i c_i A_i B_i^T / sqrt(r) has rank N r, so it is applied to the weights as a dense fp32 tensor.
+Member i perturbs every evolved linear weight W (out x in) by sigma_i E_i, E_i = A_i B_i^T / sqrt(r),
+with A_i (out x r) and B_i (in x r) drawn from the same counter-based noise as full-rank ES under the
+keys f"{name}.lowrank_A" and f"{name}.lowrank_B". During a batched rollout E_i is never materialised:
+a forward hook adds (sign_i sigma_i / sqrt r) (x B_i) A_i^T to the layer's output for the rows of
+member i, O(r (in + out)) per token instead of one full weight pass per member. The update
+alpha sum_i c_i A_i B_i^T / sqrt(r) has rank N r, so it is added to the weights as a dense fp32 matrix.
 """
 
 from __future__ import annotations
@@ -18,16 +18,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from coevo.es.host import TorchWeightsHost, select_parameters
 from coevo.es.noise import NOISE_VERSION, noise
 from coevo.es.perturbation import Perturbation, Update
-
-LOWRANK_NOISE_VERSION = f"{NOISE_VERSION}+lowrank"
 
 
 def lowrank_factors(seed: int, name: str, shape: tuple[int, int], rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(A, B) of parameter `name` (out x in) under `seed`: A is out x rank, B is in x rank, fp32."""
-    if rank < 1:
-        raise ValueError(f"rank must be >= 1, got {rank}")
     out_features, in_features = shape
     a = noise(seed, f"{name}.lowrank_A", (out_features, rank))
     b = noise(seed, f"{name}.lowrank_B", (in_features, rank))
@@ -40,81 +37,107 @@ def lowrank_direction(seed: int, name: str, shape: tuple[int, int], rank: int) -
     return (a @ b.T) / math.sqrt(rank)
 
 
-def linear_targets(model: nn.Module, include: Callable[[str], bool] | None = None) -> dict[str, nn.Linear]:
-    """Canonical weight name -> nn.Linear for every linear layer the population perturbs.
-
-    Names come from `named_parameters()`, which lists a tied weight once under its first name, so a
-    head tied to the input embedding is skipped (perturbing only its output use would not be the same
-    model as perturbing the shared tensor). `include` narrows the set further by weight name.
-    """
-    params = dict(model.named_parameters())
-    targets = {}
-    for module_name, module in model.named_modules():
-        weight_name = f"{module_name}.weight"
-        if isinstance(module, nn.Linear) and params.get(weight_name) is module.weight:
-            if include is None or include(weight_name):
-                targets[weight_name] = module
-    if not targets:
-        raise ValueError("no nn.Linear weight of the model is selected for low-rank perturbation")
-    return targets
-
-
 class _MemberFactors:
-    """Stacked factors of all members for one layer, scaled so that delta = (x B) A_scaled^T."""
+    """All members' factors for one layer, stacked and scaled so that delta = (x B) A_scaled^T."""
 
     def __init__(self, name: str, weight: torch.Tensor, perturbations: Sequence[Perturbation], rank: int):
         shape = (weight.shape[0], weight.shape[1])
-        a_stack, b_stack = [], []
+        a_scaled, b_plain = [], []
         for p in perturbations:
             a, b = lowrank_factors(p.seed, name, shape, rank)
-            a_stack.append(a * (p.sign * p.sigma / math.sqrt(rank)))
-            b_stack.append(b)
-        # bmm layouts: B (N, in, r) right-multiplies x; A^T (N, r, out) right-multiplies x B.
-        self.b = torch.stack(b_stack).to(weight.dtype)
-        self.a_t = torch.stack(a_stack).transpose(1, 2).contiguous().to(weight.dtype)
+            a_scaled.append(a * (p.sign * p.sigma / math.sqrt(rank)))
+            b_plain.append(b)
+        self.b = torch.stack(b_plain)  # (N, in, r): right-multiplies x
+        self.a_t = torch.stack(a_scaled).transpose(1, 2).contiguous()  # (N, r, out): right-multiplies x B
 
     def delta(self, x: torch.Tensor, members: torch.Tensor) -> torch.Tensor:
-        """Output correction for input x (batch, ..., in), row k belonging to member members[k]."""
+        """Output correction for input x (batch, ..., in) whose row k belongs to member members[k]."""
         flat = x.reshape(x.shape[0], -1, x.shape[-1])
         low = torch.bmm(flat, self.b.index_select(0, members))
         return torch.bmm(low, self.a_t.index_select(0, members)).reshape(*x.shape[:-1], -1)
 
 
-class LowRankPopulation:
-    """The perturbations of one ES generation, ready to run as rows of a single batch."""
+def _add_member_deltas(factors: _MemberFactors, rows: torch.Tensor) -> Callable:
+    """Forward hook adding each batch row's member correction to a linear layer's output.
 
-    def __init__(
-        self,
-        model: nn.Module,
-        perturbations: Sequence[Perturbation],
-        rank: int = 1,
-        include: Callable[[str], bool] | None = None,
-    ):
-        if not perturbations:
-            raise ValueError("a population needs at least one perturbation")
-        self.perturbations = tuple(perturbations)
+    `generate` keeps row order; when it expands every row into k copies (num_return_sequences) it
+    repeats them in place, so a batch that is a whole multiple of the map inherits it row by row.
+    """
+
+    def hook(_module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
+        batch = output.shape[0]
+        if batch % rows.numel():
+            raise ValueError(f"a batch of {batch} rows does not extend the {rows.numel()}-row member map")
+        members = rows if batch == rows.numel() else rows.repeat_interleave(batch // rows.numel())
+        return output + factors.delta(args[0], members)
+
+    return hook
+
+
+class LowRankHost:
+    """A `WeightsHost` whose members are low-rank perturbations of a module's nn.Linear weights.
+
+    `population()` runs many members in one batch (the fast path); `perturb()`/`restore()` materialise
+    one member densely, for code that evaluates members one at a time. Weights must be CPU float32 so
+    updates and restores are exact in the weights' own memory. Within `scope` (as for
+    `TorchWeightsHost`), linear weights evolve; linear biases stay fixed.
+    """
+
+    # Same hash as the full-rank host (it reads only self.module), so histories compare across hosts.
+    weights_sha256 = TorchWeightsHost.weights_sha256
+
+    def __init__(self, module: nn.Module, rank: int = 1, scope: str = "all_linear") -> None:
+        if rank < 1:
+            raise ValueError(f"rank must be >= 1, got {rank}")
+        self.module = module
         self.rank = rank
-        self._targets = linear_targets(model, include)
-        self._factors = {
-            name: _MemberFactors(name, module.weight, self.perturbations, rank)
-            for name, module in self._targets.items()
-        }
+        self.scope = scope
+        self.noise_version = f"{NOISE_VERSION}+lowrank-r{rank}"
+        self._targets = self._linear_weights(module, scope)
+        self._saved: dict[str, torch.Tensor] | None = None
+
+    @staticmethod
+    def _linear_weights(module: nn.Module, scope: str) -> dict[str, nn.Linear]:
+        linear_of = {}
+        for m in module.modules():
+            if isinstance(m, nn.Linear):
+                linear_of[m.weight.data_ptr()] = m
+                if m.bias is not None:
+                    linear_of[m.bias.data_ptr()] = None  # selected but kept fixed
+        targets = {}
+        for name, param in select_parameters(module, scope):
+            if param.data_ptr() not in linear_of:
+                raise ValueError(f"low-rank ES evolves only nn.Linear weights; scope {scope!r} selects {name}")
+            layer = linear_of[param.data_ptr()]
+            if layer is None:
+                continue
+            if param.dtype != torch.float32 or param.device.type != "cpu":
+                raise ValueError(f"low-rank ES needs CPU float32 weights; {name} is {param.dtype} on {param.device}")
+            targets[name] = layer
+        if not targets:
+            raise ValueError(f"scope {scope!r} selects no nn.Linear weight")
+        return targets
+
+    @property
+    def parameter_names(self) -> list[str]:
+        """Canonical names of the evolved linear weights."""
+        return list(self._targets)
 
     @contextmanager
-    def members(self, member_of_row: Sequence[int] | torch.Tensor) -> Iterator[None]:
-        """Within this block, batch row k of every forward pass runs under member member_of_row[k].
-
-        `generate` keeps row order; when it expands each row into several (num_return_sequences),
-        it repeats rows in place, so a batch that is a whole multiple of the mapping inherits it.
-        """
+    def population(
+        self, perturbations: Sequence[Perturbation], member_of_row: Sequence[int] | torch.Tensor
+    ) -> Iterator[None]:
+        """Within this block, batch row k of every forward pass runs under perturbations[member_of_row[k]]."""
         rows = torch.as_tensor(member_of_row, dtype=torch.long)
         if rows.ndim != 1 or rows.numel() == 0:
             raise ValueError("member_of_row must be a non-empty 1-D sequence of member indices")
-        if int(rows.min()) < 0 or int(rows.max()) >= len(self.perturbations):
-            raise ValueError(f"member indices must lie in [0, {len(self.perturbations)})")
+        if int(rows.min()) < 0 or int(rows.max()) >= len(perturbations):
+            raise ValueError(f"member indices must lie in [0, {len(perturbations)})")
+        if self._saved is not None:
+            raise RuntimeError("population() while a single member is perturbed; call restore() first")
         handles = [
-            module.register_forward_hook(self._hook(self._factors[name], rows))
-            for name, module in self._targets.items()
+            layer.register_forward_hook(_add_member_deltas(_MemberFactors(name, layer.weight, perturbations, self.rank), rows))
+            for name, layer in self._targets.items()
         ]
         try:
             yield
@@ -122,36 +145,49 @@ class LowRankPopulation:
             for handle in handles:
                 handle.remove()
 
-    @staticmethod
-    def _hook(factors: _MemberFactors, rows: torch.Tensor) -> Callable:
-        def add_member_delta(_module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
-            batch = output.shape[0]
-            if batch % rows.numel():
-                raise ValueError(f"batch of {batch} rows does not extend the {rows.numel()}-row member map")
-            members = rows if batch == rows.numel() else rows.repeat_interleave(batch // rows.numel())
-            return output + factors.delta(args[0], members)
+    @torch.no_grad()
+    def perturb(self, perturbation: Perturbation) -> None:
+        """Set every evolved weight to W + sign sigma A B^T / sqrt(r), keeping W for an exact restore."""
+        if self._saved is not None:
+            raise RuntimeError("already perturbed; call restore() first")
+        self._saved = {name: layer.weight.detach().clone() for name, layer in self._targets.items()}
+        scale = perturbation.sign * perturbation.sigma
+        for name, layer in self._targets.items():
+            direction = lowrank_direction(perturbation.seed, name, tuple(layer.weight.shape), self.rank)
+            layer.weight.add_(direction, alpha=scale)
 
-        return add_member_delta
+    @torch.no_grad()
+    def restore(self) -> None:
+        """Copy the saved weights back: bit-identical to before perturb()."""
+        if self._saved is None:
+            raise RuntimeError("restore() without an active perturbation")
+        for name, layer in self._targets.items():
+            layer.weight.copy_(self._saved[name])
+        self._saved = None
 
+    @contextmanager
+    def perturbed(self, perturbation: Perturbation) -> Iterator[None]:
+        """perturb() on entry, restore() on exit, even on error."""
+        self.perturb(perturbation)
+        try:
+            yield
+        finally:
+            self.restore()
 
-@torch.no_grad()
-def apply_lowrank_update_(
-    model: nn.Module, update: Update, rank: int, include: Callable[[str], bool] | None = None
-) -> None:
-    """W += alpha * sum_j coeffs[j] A_j B_j^T / sqrt(rank) on every target, summed in fp32.
+    @torch.no_grad()
+    def apply_update(self, update: Update) -> None:
+        """W += alpha sum_j coeffs[j] A_j B_j^T / sqrt(r) for every evolved weight, in fp32.
 
-    Only the reference rule (plain SGD, no decay) is defined here: momentum and Adam would need the
-    dense gradient of every member set kept as optimizer state.
-    """
-    if update.optimizer.needs_gradient_buffer or update.optimizer.weight_decay > 0.0:
-        raise ValueError("low-rank updates support only the reference rule (sgd, no momentum, no decay)")
-    coeffs = torch.from_numpy(np.asarray(update.coeffs, dtype=np.float32)) * (update.alpha / math.sqrt(rank))
-    for name, module in linear_targets(model, include).items():
-        weight = module.weight
-        a_cols, b_cols = [], []
-        for seed, coeff in zip(update.seeds, coeffs):
-            a, b = lowrank_factors(seed, name, (weight.shape[0], weight.shape[1]), rank)
-            a_cols.append(a * coeff)
-            b_cols.append(b)
-        step = torch.cat(a_cols, dim=1) @ torch.cat(b_cols, dim=1).T  # (out, N r) @ (N r, in)
-        weight.add_(step)  # computed in fp32, rounded once into the weight's dtype
+        Only the reference rule (plain SGD, no decay): momentum or Adam would keep a dense gradient.
+        """
+        if self._saved is not None:
+            raise RuntimeError("apply_update() while perturbed; call restore() first")
+        if update.optimizer.needs_gradient_buffer or update.optimizer.weight_decay > 0.0:
+            raise ValueError("low-rank updates support only the reference rule (sgd, no momentum, no decay)")
+        coeffs = np.asarray(update.coeffs, dtype=np.float32) * np.float32(update.alpha / math.sqrt(self.rank))
+        for name, layer in self._targets.items():
+            shape = tuple(layer.weight.shape)
+            factors = [lowrank_factors(seed, name, shape, self.rank) for seed in update.seeds]
+            a_weighted = torch.cat([a * float(c) for (a, _), c in zip(factors, coeffs, strict=True)], dim=1)
+            b_all = torch.cat([b for _, b in factors], dim=1)
+            layer.weight.add_(a_weighted @ b_all.T)  # (out, N r) @ (N r, in): the rank-N r sum

@@ -18,6 +18,8 @@ the noise (perturb, accumulate), so the noise is never materialised.
 from __future__ import annotations
 
 import hashlib
+import types
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -59,13 +61,23 @@ def _eps(key: np.uint64, index: np.uint64) -> np.float32:
     return x * (_CUBIC_A + _CUBIC_B * x * x)
 
 
-@numba.njit(parallel=True, cache=True)
+# Below this many elements a kernel runs on the calling thread: waking the thread pool costs ~10 us on
+# an idle machine and milliseconds on a busy one, more than the work itself.
+PARALLEL_MIN_SIZE = 1 << 18
+
+
+def _serial_and_parallel(loop: Callable) -> tuple[Callable, Callable]:
+    """Compile a prange loop twice; distinct qualnames keep the two in separate numba cache entries."""
+    serial = types.FunctionType(loop.__code__, loop.__globals__, loop.__name__)
+    serial.__qualname__ = f"{loop.__qualname__}_serial"
+    return numba.njit(cache=True)(serial), numba.njit(parallel=True, cache=True)(loop)
+
+
 def _fill_kernel(out, key, offset):
     for i in numba.prange(out.size):
         out[i] = _eps(key, offset + np.uint64(i))
 
 
-@numba.njit(parallel=True, cache=True)
 def _perturb_kernel(dst, src, key, scale, offset):
     for i in numba.prange(dst.size):
         dst[i] = src[i] + scale * _eps(key, offset + np.uint64(i))
@@ -74,7 +86,6 @@ def _perturb_kernel(dst, src, key, scale, offset):
 _ACCUMULATE_BLOCK = 16384
 
 
-@numba.njit(parallel=True, cache=True)
 def _accumulate_kernel(dst, keys, coeffs, offset):
     # Blocks keep the running sum in cache while each member's noise streams through it; the sum
     # over members runs in a fixed order per element, so the result is independent of threading.
@@ -90,6 +101,11 @@ def _accumulate_kernel(dst, keys, coeffs, offset):
                 total[i - start] += coeff * _eps(key, offset + np.uint64(i))
         for i in range(start, stop):
             dst[i] += total[i - start]
+
+
+_FILL = _serial_and_parallel(_fill_kernel)
+_PERTURB = _serial_and_parallel(_perturb_kernel)
+_ACCUMULATE = _serial_and_parallel(_accumulate_kernel)
 
 
 def _flat_f32(array: np.ndarray, role: str) -> np.ndarray:
@@ -108,7 +124,8 @@ def _offset(offset: int) -> np.uint64:
 
 def fill_noise(out: np.ndarray, key: np.uint64, offset: int = 0) -> np.ndarray:
     """Write eps(key, offset + i) into every element i of `out` (float32, C-contiguous); return it."""
-    _fill_kernel(_flat_f32(out, "out"), np.uint64(key), _offset(offset))
+    flat = _flat_f32(out, "out")
+    _FILL[flat.size >= PARALLEL_MIN_SIZE](flat, np.uint64(key), _offset(offset))
     return out
 
 
@@ -122,7 +139,8 @@ def perturb_(dst: np.ndarray, src: np.ndarray, key: np.uint64, scale: float, off
     flat_dst, flat_src = _flat_f32(dst, "dst"), _flat_f32(src, "src")
     if flat_dst.size != flat_src.size:
         raise ValueError(f"dst has {flat_dst.size} elements but src has {flat_src.size}")
-    _perturb_kernel(flat_dst, flat_src, np.uint64(key), np.float32(scale), _offset(offset))
+    kernel = _PERTURB[flat_dst.size >= PARALLEL_MIN_SIZE]
+    kernel(flat_dst, flat_src, np.uint64(key), np.float32(scale), _offset(offset))
 
 
 def accumulate_(dst: np.ndarray, keys: np.ndarray, coeffs: np.ndarray, offset: int = 0) -> None:
@@ -134,4 +152,5 @@ def accumulate_(dst: np.ndarray, keys: np.ndarray, coeffs: np.ndarray, offset: i
     coeffs = np.ascontiguousarray(coeffs, dtype=np.float32)
     if keys.shape != coeffs.shape or keys.ndim != 1:
         raise ValueError(f"keys {keys.shape} and coeffs {coeffs.shape} must be 1-D and of equal length")
-    _accumulate_kernel(_flat_f32(dst, "dst"), keys, coeffs, _offset(offset))
+    flat = _flat_f32(dst, "dst")
+    _ACCUMULATE[flat.size >= PARALLEL_MIN_SIZE](flat, keys, coeffs, _offset(offset))

@@ -13,17 +13,43 @@ from __future__ import annotations
 import builtins
 import contextlib
 import operator
+import os
 import sys
 import types
 from typing import Any, Callable, Iterator, NoReturn
 
 from coevo.evaluate.policy import FORBIDDEN_NAMES, attribute_allowed, module_allowed
 
+EXIT_VIOLATION = 86
+
 Violation = Callable[[str], NoReturn]
 
 _CODEGEN_EVENTS = frozenset({"compile", "exec", "sys._getframe"})
 """Events that namedtuple and dataclass raise while they generate their methods."""
 
+
+class Guard:
+    """The run-time layers, built once in the fork server and armed in each child.
+
+    Building the restricted builtins costs more than a fork, so the fork server does it once;
+    a child only says where breaches are reported (``arm``) and installs the audit hook.
+    """
+
+    def __init__(self) -> None:
+        self._report: Callable[[str], None] | None = None
+        self.gate = _CodegenGate()
+        self.builtins = restricted_builtins(self.violation, self.gate)
+
+    def violation(self, reason: str) -> NoReturn:
+        """Report the breach and end the process: a refusal must not be swallowable."""
+        if self._report is not None:
+            self._report(reason)
+        os._exit(EXIT_VIOLATION)
+
+    def arm(self, module_code: types.CodeType, report: Callable[[str], None]) -> None:
+        """Install the audit hook; from now on only ``module_code`` may be executed (once)."""
+        self._report = report
+        install_audit_hook(module_code, self.gate, self.violation)
 
 class _CodegenGate:
     """Lets a vetted stdlib code generator compile while it runs, and nothing else."""
@@ -72,14 +98,16 @@ def _shown(args: tuple[Any, ...]) -> str:
     return repr(first)[:80] if type(first) in (str, bytes, int) else type(first).__name__
 
 
-def restricted_builtins(violation: Violation) -> tuple[dict[str, Any], _CodegenGate]:
-    """A fresh builtins dict for the candidate, and the gate its code generators open."""
-    gate = _CodegenGate()
+def restricted_builtins(violation: Violation, gate: _CodegenGate) -> dict[str, Any]:
+    """A builtins dict for candidates; its code generators open ``gate`` while they run."""
     safe = {
         name: value
         for name, value in vars(builtins).items()
         if name not in FORBIDDEN_NAMES and not (name.startswith("__") and name != "__build_class__")
     }
+    # Forbidden builtins stay as tripwires rather than gaps: C code such as numpy's
+    # ``fromfile`` looks ``open`` up in the caller's builtins and must hit a clear refusal.
+    safe.update({name: _tripwire(name, violation) for name in FORBIDDEN_NAMES})
     safe_modules = _safe_module_views(gate, violation)
 
     def guarded_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
@@ -113,7 +141,14 @@ def restricted_builtins(violation: Violation) -> tuple[dict[str, Any], _CodegenG
         setattr=lambda obj, name, value: setattr(obj, checked_name(name), value),
         delattr=lambda obj, name: delattr(obj, checked_name(name)),
     )
-    return safe, gate
+    return safe
+
+
+def _tripwire(name: str, violation: Violation) -> Callable[..., NoReturn]:
+    def refused(*args: Any, **kwargs: Any) -> NoReturn:
+        violation(f"{name}() refused at run time")
+
+    return refused
 
 
 def _safe_module_views(gate: _CodegenGate, violation: Violation) -> dict[str, types.ModuleType]:

@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from coevo.evaluate.channel import ChannelError, FrameReader, decode_solution
-from coevo.evaluate.child import BLOB_LENGTH, EXIT_SETUP_FAILED, EXIT_VIOLATION, Job
-from coevo.evaluate.zygote import PID_MESSAGE
+from coevo.evaluate.channel import BLOB_LENGTH, STATUS_RECORD, ChannelError, FrameReader, decode_solution
+from coevo.evaluate.child import EXIT_SETUP_FAILED, Job
+from coevo.evaluate.guard import EXIT_VIOLATION
 from tasks.base import Instance, Task
 
 _ZYGOTE_START_SECONDS = 60.0
@@ -119,9 +119,8 @@ class Sandbox:
                     raise SandboxError(f"the fork server is gone: {error}") from None
             child_end.close()
             os.close(status_write)
-            pid = _read_pid(status_read)
             job = Job(code, function_name, limits.memory_mb, limits.candidate_seconds, limits.file_bytes)
-            supervisor = _Supervisor(pid, conn, status_read, payload.count, limits, started)
+            supervisor = _Supervisor(conn, status_read, payload.count, limits, started)
             return supervisor.run(_framed(pickle.dumps(job)) + _framed(payload.data))
         finally:
             conn.close()
@@ -156,29 +155,27 @@ def _framed(data: bytes) -> bytes:
     return BLOB_LENGTH.pack(len(data)) + data
 
 
-def _read_pid(status_read: int) -> int:
-    record = os.read(status_read, PID_MESSAGE.size)
-    if len(record) != PID_MESSAGE.size:
-        raise SandboxError("the fork server did not start the candidate")
-    return PID_MESSAGE.unpack(record)[1]
-
-
 class _Supervisor:
-    """Feeds one child its job and watches its messages, its exit, and the two deadlines."""
+    """Feeds one child its job and watches its messages, its exit, and the two deadlines.
 
-    def __init__(
-        self, pid: int, conn: socket.socket, status_read: int, count: int, limits: Limits, started: float
-    ) -> None:
-        self.pid, self.conn, self.status_read, self.count, self.limits = pid, conn, status_read, count, limits
+    The child's pid and exit status come from the fork server through the status pipe; they
+    are read only when needed (to kill the child, or to explain why it died), which keeps the
+    fast path to a single wake-up per message batch.
+    """
+
+    def __init__(self, conn: socket.socket, status_read: int, count: int, limits: Limits, started: float) -> None:
+        self.conn, self.status_read, self.count, self.limits = conn, status_read, count, limits
         self.candidate_deadline = started + limits.candidate_seconds
         self.instance_deadline = started + limits.instance_seconds
+        self.last_progress = started
+        self.reader = FrameReader()
         self.solutions: list[Any] = []
         self.failure: str | None = None
         self.failed_index: int | None = None
+        self.pid: int | None = None
         self.exit_status: int | None = None
         self.done = False
-        self.conn_closed = False
-        self.poller = select.poll()
+        self.child_closed = False
 
     def run(self, job: bytes) -> Outcome:
         try:
@@ -192,13 +189,10 @@ class _Supervisor:
             self._fail(self._exit_reason())
         return Outcome(tuple(self.solutions), self.failure, self.failed_index)
 
-    def _fail(self, reason: str, index: int | None = None) -> None:
+    def _fail(self, reason: str) -> None:
         if self.failure is None:
             self.failure = reason
-            self.failed_index = index if index is not None else self._current_index()
-
-    def _current_index(self) -> int | None:
-        return len(self.solutions) if len(self.solutions) < self.count else None
+            self.failed_index = len(self.solutions) if len(self.solutions) < self.count else None
 
     def _send_job(self, job: bytes) -> None:
         self.conn.settimeout(max(0.0, self.candidate_deadline - time.monotonic()))
@@ -209,10 +203,9 @@ class _Supervisor:
         self.conn.setblocking(False)
 
     def _watch(self) -> None:
-        reader = FrameReader()
-        self.poller.register(self.conn, select.POLLIN)
-        self.poller.register(self.status_read, select.POLLIN)
-        while not self.done and self.failure is None and self.exit_status is None:
+        poller = select.poll()
+        poller.register(self.conn, select.POLLIN)
+        while not (self.done or self.failure or self.child_closed):
             now = time.monotonic()
             if now >= self.candidate_deadline:
                 return self._fail(
@@ -221,36 +214,30 @@ class _Supervisor:
                 )
             if now >= self.instance_deadline:
                 return self._fail(f"timed out (per-instance limit {self.limits.instance_seconds:g} s)")
-            events = dict(self.poller.poll(1000 * (min(self.candidate_deadline, self.instance_deadline) - now)))
-            if self.conn.fileno() in events:
-                self._read_messages(reader)
-            if self.status_read in events:
-                self._read_exit_status()
-                self._read_messages(reader)  # whatever the child wrote before it exited
+            if poller.poll(1000 * (min(self.candidate_deadline, self.instance_deadline) - now)):
+                self._read_messages()
 
-    def _read_messages(self, reader: FrameReader) -> None:
+    def _read_messages(self) -> None:
         while True:
             try:
                 chunk = self.conn.recv(1 << 20)
             except BlockingIOError:
                 return
-            if not chunk:  # the child closed its end: only its exit status is still to come
-                if not self.conn_closed:
-                    self.poller.unregister(self.conn)
-                    self.conn_closed = True
+            if not chunk:  # every copy of the child's end is closed: it has exited
+                self.child_closed = True
                 return
-            for message in reader.feed(chunk):
+            for message in self.reader.feed(chunk):
                 self._handle(message)
 
     def _handle(self, message: dict[str, Any]) -> None:
-        now = time.monotonic()
         if "solution" in message:
             if message.get("index") != len(self.solutions) or len(self.solutions) >= self.count:
                 raise ChannelError("the child reported solutions out of order")
             self.solutions.append(decode_solution(message["solution"]))
-            self.instance_deadline = now + self.limits.instance_seconds
-        elif "started" in message:
-            self.instance_deadline = now + self.limits.instance_seconds
+            # The child's clock is the machine's monotonic clock; clamp it so it cannot lie.
+            finished = min(max(float(message.get("at", 0.0)), self.last_progress), time.monotonic())
+            self.last_progress = finished
+            self.instance_deadline = finished + self.limits.instance_seconds
         elif "done" in message:
             self.done = len(self.solutions) == self.count
         elif "invalid" in message or "error" in message or "violation" in message:
@@ -259,23 +246,32 @@ class _Supervisor:
         else:
             raise ChannelError(f"the child sent an unknown message {sorted(message)}")
 
-    def _read_exit_status(self) -> None:
-        record = os.read(self.status_read, PID_MESSAGE.size)
-        if len(record) == PID_MESSAGE.size:
-            self.exit_status = PID_MESSAGE.unpack(record)[1]
+    def _read_status(self, timeout: float) -> None:
+        """Read the fork server's next record (the pid, then the exit status), if due in time."""
+        ready, _, _ = select.select([self.status_read], [], [], timeout)
+        record = os.read(self.status_read, STATUS_RECORD.size) if ready else b""
+        if len(record) == STATUS_RECORD.size:
+            kind, value = STATUS_RECORD.unpack(record)
+            if kind == b"P":
+                self.pid = value
+            else:
+                self.exit_status = value
 
     def _kill_and_reap(self) -> None:
-        """SIGKILL the child's group unless it is already reaped, then wait for the reaping."""
-        if self.exit_status is not None:
-            return
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        ready, _, _ = select.select([self.status_read], [], [], _REAP_GRACE_SECONDS)
-        if ready:
-            self._read_exit_status()
+        """SIGKILL the child's group; after a failure, wait until the fork server has reaped it.
+
+        Waiting lets the verdict name the cause and guarantees nothing of the candidate is alive
+        when ``run`` returns. After success the child is exiting anyway: waiting adds latency.
+        """
+        self._read_status(_REAP_GRACE_SECONDS)  # the pid: written right after the fork
+        if self.pid is not None:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if not self.done:
+            self._read_status(_REAP_GRACE_SECONDS)
 
     def _exit_reason(self) -> str:
         progress = f"after {len(self.solutions)} of {self.count} instances"

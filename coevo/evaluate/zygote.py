@@ -9,7 +9,6 @@ re-parented here and reaped. Run as ``python -m coevo.evaluate.zygote FD MODULE 
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import importlib
 import os
@@ -17,25 +16,24 @@ import select
 import shutil
 import signal
 import socket
-import struct
 import sys
 import tempfile
 
-from coevo.evaluate.child import NOBODY, run_child
+from coevo.evaluate.channel import STATUS_RECORD
+from coevo.evaluate.child import run_child
+from coevo.evaluate.guard import Guard
+from coevo.evaluate.isolation import NOBODY, become_subreaper, enter_empty_network_namespace
 from coevo.evaluate.policy import PRELOADED_MODULES
 from tasks.base import Task
-
-PID_MESSAGE = struct.Struct("<cq")
-"""Status-pipe records: (b"P", pid) right after the fork, (b"X", wait status) after reaping."""
-
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 def main(control_fd: int, module_name: str, class_name: str) -> None:
     for name in PRELOADED_MODULES:
         importlib.import_module(name)
     task = getattr(importlib.import_module(module_name), class_name)()
-    ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    guard = Guard()
+    enter_empty_network_namespace()
+    become_subreaper()
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
@@ -54,20 +52,20 @@ def main(control_fd: int, module_name: str, class_name: str) -> None:
                 message, fds, _, _ = socket.recv_fds(control, 16, 2)
                 if not message:
                     return
-                _spawn(fds, task, children)
+                _spawn(fds, task, guard, children)
     finally:
         for pid in children:
             _kill_group(pid)
 
 
-def _spawn(fds: list[int], task: Task, children: dict[int, tuple[int, str]]) -> None:
+def _spawn(fds: list[int], task: Task, guard: Guard, children: dict[int, tuple[int, str]]) -> None:
     conn_fd, status_fd = fds
     workdir = tempfile.mkdtemp(prefix="coevo-candidate-")
     if os.geteuid() == 0:
         os.chown(workdir, NOBODY, NOBODY)
     pid = os.fork()
     if pid == 0:
-        run_child(conn_fd, task, workdir)  # closes every inherited descriptor but conn_fd
+        run_child(conn_fd, task, guard, workdir)  # closes every inherited descriptor but conn_fd
     try:
         os.setpgid(pid, pid)  # also done by the child; whichever runs first closes the kill race
     except OSError:
@@ -88,14 +86,14 @@ def _reap(children: dict[int, tuple[int, str]]) -> None:
         if pid in children:
             status_fd, workdir = children.pop(pid)
             _kill_group(pid)  # nothing the candidate started may outlive it
+            shutil.rmtree(workdir, ignore_errors=True)  # before reporting: "reaped" means "gone"
             _report(status_fd, b"X", status)
             os.close(status_fd)
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _report(status_fd: int, kind: bytes, value: int) -> None:
     try:
-        os.write(status_fd, PID_MESSAGE.pack(kind, value))
+        os.write(status_fd, STATUS_RECORD.pack(kind, value))
     except BrokenPipeError:
         pass  # the parent gave up on this candidate
 

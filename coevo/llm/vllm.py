@@ -1,0 +1,287 @@
+"""vLLM backend (extra `coevo[vllm]`, CUDA only): fast generation on weights that ES perturbs in the workers.
+
+vLLM fuses projections (`qkv_proj` = q|k|v and `gate_up_proj` = gate|up, concatenated on dim 0) and
+pads the vocabulary, while ES noise is keyed by transformers' canonical names (coevo.es.noise). Each
+worker therefore builds a meta-device transformers skeleton of the model and re-points every
+canonical parameter at its slice of vLLM's tensors; the ordinary `TorchWeightsHost` then perturbs,
+restores and updates those views, so vLLM's weights move exactly as the transformers model would
+under the same seed (fp32 master, exact restore). The driver reaches the workers via
+`collective_rpc`, sending only seeds and numbers. Prefix caching is off: a cached KV block computed
+under other weights would silently mix them into a reward.
+
+Only the layout mapping runs without vLLM (it is tested on CPU). Tensor parallelism is not supported:
+a sharded row-parallel weight is not one contiguous run of canonical elements.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from coevo.es.noise import NOISE_VERSION
+from coevo.es.optim import OptimizerConfig
+from coevo.es.perturbation import Perturbation, Update
+from coevo.llm.base import Completion, Message, SamplingParams
+from coevo.llm.seeds import request_seed
+
+PACKED_MODULES: Mapping[str, tuple[str, ...]] = {
+    "qkv_proj": ("q_proj", "k_proj", "v_proj"),
+    "gate_up_proj": ("gate_proj", "up_proj"),
+}
+"""vLLM's fused module -> the transformers modules it concatenates on dim 0 (Llama, Qwen2, Mistral)."""
+
+_FINGERPRINT_ELEMENTS = 4096
+_EXTENSION = "coevo.llm.vllm.CoevoWorkerExtension"
+
+
+@dataclass(frozen=True)
+class ServedSlice:
+    """Where one canonical parameter lives in vLLM: a contiguous run of a served tensor."""
+
+    served: str
+    start: int  # flat element offset in the served tensor
+    shape: tuple[int, ...]  # the canonical shape
+
+    @property
+    def numel(self) -> int:
+        return _numel(self.shape)
+
+
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
+def _parts_of(served: str, packed: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """Canonical names stored in a served tensor, in concatenation order."""
+    module, _, leaf = served.rpartition(".")
+    prefix, _, module_name = module.rpartition(".")
+    if module_name not in packed:
+        return [served]
+    return [f"{prefix}.{part}.{leaf}" if prefix else f"{part}.{leaf}" for part in packed[module_name]]
+
+
+def map_canonical_to_served(
+    canonical_shapes: Mapping[str, Sequence[int]],
+    served_shapes: Mapping[str, Sequence[int]],
+    packed: Mapping[str, tuple[str, ...]] = PACKED_MODULES,
+) -> dict[str, ServedSlice]:
+    """Locate every canonical parameter in vLLM's layout; one-line errors on any mismatch.
+
+    Parts of a fused tensor follow each other on dim 0, so each part is a contiguous run whose first
+    element is element 0 of that canonical tensor. A served tensor may have more rows than its one
+    canonical tensor (vocabulary padding); the extra rows are no canonical weight and get no noise.
+    """
+    layout: dict[str, ServedSlice] = {}
+    for served, served_shape in served_shapes.items():
+        parts = _parts_of(served, packed)
+        start = 0
+        for name in parts:
+            shape = canonical_shapes.get(name)
+            if shape is None:
+                if len(parts) == 1:
+                    continue  # a served tensor of no canonical parameter (never evolved)
+                raise ValueError(f"vLLM tensor {served} should hold {name}, which the model does not have")
+            if tuple(shape[1:]) != tuple(served_shape[1:]):
+                raise ValueError(f"{name} {tuple(shape)} cannot be rows of vLLM tensor {served} {tuple(served_shape)}")
+            layout[name] = ServedSlice(served, start, tuple(shape))
+            start += _numel(shape)
+        fits = start <= _numel(served_shape) if len(parts) == 1 else start == _numel(served_shape)
+        if not fits:
+            raise ValueError(
+                f"vLLM tensor {served} {tuple(served_shape)} does not match its parts {parts} "
+                "(tensor parallelism and quantized weights are not supported)"
+            )
+    missing = sorted(set(canonical_shapes) - set(layout))
+    if missing:
+        raise ValueError(f"{len(missing)} model parameters have no vLLM tensor, e.g. {missing[0]}")
+    return layout
+
+
+def bind_canonical_views(
+    skeleton: nn.Module, served: Mapping[str, torch.Tensor], packed: Mapping[str, tuple[str, ...]] = PACKED_MODULES
+) -> nn.Module:
+    """Point every parameter of `skeleton` (a transformers model, e.g. on the meta device) at its slice
+    of the served tensors, in place; tied parameters stay tied. Returns `skeleton`."""
+    canonical = dict(skeleton.named_parameters())
+    layout = map_canonical_to_served(
+        {n: tuple(p.shape) for n, p in canonical.items()}, {n: tuple(t.shape) for n, t in served.items()}, packed
+    )
+    replacement: dict[int, nn.Parameter] = {}
+    for name, where in layout.items():
+        flat = served[where.served].detach().view(-1)
+        view = flat[where.start : where.start + where.numel].view(where.shape)
+        replacement[id(canonical[name])] = nn.Parameter(view, requires_grad=False)
+    for module in skeleton.modules():
+        for key, param in list(module._parameters.items()):
+            if param is not None:
+                module._parameters[key] = replacement[id(param)]
+    return skeleton
+
+
+def meta_skeleton(config: Any) -> nn.Module:
+    """The transformers model of a config without memory: canonical names, shapes and ties only."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config)
+
+
+def _fingerprint(named: Sequence[tuple[str, torch.Tensor]], label: str) -> str:
+    """Digest of a strided sample of every tensor: cheap enough for every generate call."""
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, tensor in named:
+            flat = tensor.detach().reshape(-1)
+            digest.update(name.encode())
+            digest.update(flat[:: max(1, flat.numel() // _FINGERPRINT_ELEMENTS)].float().cpu().numpy().tobytes())
+    return f"{label}:{digest.hexdigest()[:16]}"
+
+
+class CoevoWorkerExtension:
+    """Mixed into every vLLM worker (`worker_extension_cls`); its methods are called by `collective_rpc`.
+
+    Arguments are plain numbers and lists, which every vLLM executor can serialise.
+    """
+
+    def coevo_attach(self, scope: str) -> int:
+        """Wrap the loaded model's weights in a `TorchWeightsHost`; returns the number of evolved weights."""
+        from coevo.es.host import TorchWeightsHost
+
+        model = self.get_model()  # vLLM's WorkerBase API: the unwrapped nn.Module
+        declared = getattr(model, "packed_modules_mapping", {})  # vLLM's own list, where the model has one
+        packed = {fused: tuple(parts) for fused, parts in {**PACKED_MODULES, **declared}.items()}
+        skeleton = meta_skeleton(self.model_config.hf_config)
+        canonical = bind_canonical_views(skeleton, dict(model.named_parameters()), packed)
+        self._coevo_host = TorchWeightsHost(canonical, scope=scope)
+        return self._coevo_host.num_evolved
+
+    def coevo_perturb(self, seed: int, sigma: float, sign: int) -> None:
+        self._coevo_host.perturb(Perturbation(seed, sigma, sign))
+        torch.cuda.synchronize()
+
+    def coevo_restore(self) -> None:
+        self._coevo_host.restore()
+        torch.cuda.synchronize()
+
+    def coevo_apply_update(self, seeds: list[int], coeffs: list[float], alpha: float, optimizer: dict[str, Any]) -> None:
+        self._coevo_host.apply_update(Update(tuple(seeds), tuple(coeffs), alpha, OptimizerConfig(**optimizer)))
+        torch.cuda.synchronize()
+
+    def coevo_weights_sha256(self) -> str:
+        return self._coevo_host.weights_sha256()
+
+    def coevo_fingerprint(self, label: str) -> str:
+        return _fingerprint(list(self._coevo_host.module.named_parameters()), label)
+
+    def coevo_sums(self) -> dict[str, float]:
+        """Per canonical parameter, the fp64 sum of its live values: a cheap cross-layout comparison."""
+        return {n: float(p.detach().double().sum()) for n, p in self._coevo_host.module.named_parameters()}
+
+
+class VLLMBackend:
+    """An `LLM` and a `WeightsHost` over an in-process `vllm.LLM` (one GPU, prefix caching off).
+
+    `weights_id` is read from the live weights in the worker on every call, like the transformers
+    backend's, so no cache can serve text from other weights.
+    """
+
+    supports_weights = True
+    noise_version = NOISE_VERSION
+
+    def __init__(self, model: str, *, scope: str = "full", name: str | None = None, **engine_options: Any) -> None:
+        try:
+            import vllm
+        except ImportError:
+            raise ImportError("the vLLM backend needs vLLM on a CUDA machine: pip install 'coevo[vllm]'") from None
+        if engine_options.get("tensor_parallel_size", 1) != 1:
+            raise ValueError("the vLLM backend supports tensor_parallel_size=1 only")
+        if engine_options.get("enable_prefix_caching"):
+            raise ValueError("prefix caching would reuse KV blocks computed under other weights; leave it off")
+        self.engine = vllm.LLM(
+            model=model, enable_prefix_caching=False, worker_extension_cls=_EXTENSION, **engine_options
+        )
+        self.name = name or Path(model).name
+        self.scope = scope
+        self.num_evolved = self._call("coevo_attach", scope)
+        self._active: Perturbation | None = None
+
+    def _call(self, method: str, *args: Any) -> Any:
+        (result,) = self.engine.collective_rpc(method, args=args)
+        return result
+
+    @property
+    def weights_id(self) -> str:
+        return self._call("coevo_fingerprint", self.name)
+
+    def generate(self, requests: Sequence[Sequence[Message]], sampling: SamplingParams) -> list[Completion]:
+        """One completion per conversation; request i uses seed `request_seed(sampling.seed, i)` as everywhere."""
+        from vllm import SamplingParams as VLLMSamplingParams
+
+        weights_id = self.weights_id
+        params = [
+            VLLMSamplingParams(
+                max_tokens=sampling.max_new_tokens,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                seed=request_seed(sampling.seed, i),
+                stop=list(sampling.stop),
+            )
+            for i in range(len(requests))
+        ]
+        started = time.perf_counter()
+        outputs = self.engine.chat([list(messages) for messages in requests], params, use_tqdm=False)
+        share = (time.perf_counter() - started) / max(1, len(requests))
+        return [
+            Completion(
+                text=output.outputs[0].text,
+                prompt_tokens=len(output.prompt_token_ids),
+                completion_tokens=len(output.outputs[0].token_ids),
+                seconds=share,
+                finish_reason={"stop": "stop", "length": "length"}.get(output.outputs[0].finish_reason, "error"),
+                weights_id=weights_id,
+            )
+            for output in outputs
+        ]
+
+    def perturb(self, perturbation: Perturbation) -> None:
+        if self._active is not None:
+            raise RuntimeError(f"already perturbed by {self._active}; call restore() first")
+        self._call("coevo_perturb", perturbation.seed, perturbation.sigma, perturbation.sign)
+        self._active = perturbation
+
+    def restore(self) -> None:
+        if self._active is None:
+            raise RuntimeError("restore() without an active perturbation")
+        self._call("coevo_restore")
+        self._active = None
+
+    @contextmanager
+    def perturbed(self, perturbation: Perturbation) -> Iterator[None]:
+        self.perturb(perturbation)
+        try:
+            yield
+        finally:
+            self.restore()
+
+    def apply_update(self, update: Update) -> None:
+        if self._active is not None:
+            raise RuntimeError(f"apply_update() while perturbed by {self._active}; call restore() first")
+        self._call("coevo_apply_update", list(update.seeds), list(update.coeffs), update.alpha, update.optimizer.model_dump())
+
+    def weights_sha256(self) -> str:
+        return self._call("coevo_weights_sha256")
+
+    def canonical_sums(self) -> dict[str, float]:
+        """Per canonical parameter, the sum of its live values (for comparing with a transformers model)."""
+        return self._call("coevo_sums")

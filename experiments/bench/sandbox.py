@@ -1,0 +1,171 @@
+"""Benchmark coevo's sandboxed evaluator against the common baseline design, side by side.
+
+The baseline is what LLM4AD and EoH do: one fresh ``multiprocessing.Process`` per candidate,
+returning through a ``multiprocessing.Queue``, no further isolation. Both evaluate the same
+candidates (a trivial one on the probe task, and each importable task's seed heuristic), both
+score in the parent with the task's validator, both run ``--workers`` candidates at a time.
+
+Usage: ``python experiments/bench/sandbox.py [--candidates N] [--seed-candidates M] [--limit L] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import queue
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from coevo.evaluate import Evaluator, Limits
+from coevo.evaluate.probe import ProbeTask
+from tasks import TASK_NAMES, get_task
+from tasks.base import Instance, InvalidSolution, Task
+
+TRIVIAL_CODE = "def pick(values):\n    return 0\n"
+
+
+@dataclass(frozen=True)
+class Row:
+    candidate: str
+    candidates: int
+    n_instances: int
+    coevo_per_s: float
+    baseline_per_s: float
+    ratio: float
+    coevo_overhead_ms: float
+    """Sequential wall time per candidate minus the in-process time of its heuristic."""
+    all_valid: bool
+
+
+def distinct_copies(code: str, count: int) -> list[str]:
+    """Copies that differ in a comment, so no cache can answer for them."""
+    return [f"{code}\n# copy {index}\n" for index in range(count)]
+
+
+def instances_of(task: Task, limit: int | None) -> list[Instance]:
+    instances = [instance for group in task.groups("search") for instance in group.instances]
+    return instances[:limit] if limit else instances
+
+
+def _baseline_child(code: str, task: Task, instances: list[Instance], results: multiprocessing.Queue) -> None:
+    namespace: dict[str, Any] = {}
+    try:
+        exec(code, namespace)  # noqa: S102 - the baseline design: no isolation beyond the process
+        heuristic = namespace[task.function_name]
+        results.put([task.construct(heuristic, instance) for instance in instances])
+    except Exception as error:  # noqa: BLE001
+        results.put(f"{type(error).__name__}: {error}")
+
+
+def baseline_evaluate(code: str, task: Task, instances: list[Instance], timeout: float) -> bool:
+    """One candidate the LLM4AD/EoH way; True when every solution scores."""
+    results: multiprocessing.Queue = multiprocessing.Queue()
+    process = multiprocessing.Process(target=_baseline_child, args=(code, task, instances, results))
+    process.start()
+    try:
+        solutions = results.get(timeout=timeout)
+    except queue.Empty:
+        solutions = None
+    process.kill()
+    process.join()
+    results.close()
+    if not isinstance(solutions, list):
+        return False
+    try:
+        for instance, solution in zip(instances, solutions):
+            task.score(instance, solution)
+    except InvalidSolution:
+        return False
+    return True
+
+
+def in_process_seconds(code: str, task: Task, instances: list[Instance]) -> float:
+    """What running the heuristic costs with no sandbox at all."""
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)  # noqa: S102 - trusted: the trivial candidate or a shipped seed
+    start = time.perf_counter()
+    for instance in instances:
+        task.construct(namespace[task.function_name], instance)
+    return time.perf_counter() - start
+
+
+def measure(label: str, task: Task, code: str, count: int, limit: int | None, workers: int, limits: Limits) -> Row:
+    codes = distinct_copies(code, count)
+    instances = instances_of(task, limit)
+    with Evaluator(task, "search", limit=limit, limits=limits, workers=workers) as evaluator:
+        evaluator.evaluate(code)  # start the fork server outside the timed region
+        start = time.perf_counter()
+        results = evaluator.evaluate_many(codes)
+        coevo_seconds = time.perf_counter() - start
+    with Evaluator(task, "search", limit=limit, limits=limits, workers=1) as evaluator:
+        evaluator.evaluate(code)
+        sequential = distinct_copies(code + "# sequential", max(3, count // 4))
+        start = time.perf_counter()
+        for candidate in sequential:
+            evaluator.evaluate(candidate)
+        per_candidate = (time.perf_counter() - start) / len(sequential)
+    overhead = per_candidate - in_process_seconds(code, task, instances)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        start = time.perf_counter()
+        baseline_valid = list(
+            pool.map(lambda candidate: baseline_evaluate(candidate, task, instances, limits.candidate_seconds), codes)
+        )
+        baseline_seconds = time.perf_counter() - start
+    return Row(
+        candidate=label,
+        candidates=count,
+        n_instances=len(instances),
+        coevo_per_s=count / coevo_seconds,
+        baseline_per_s=count / baseline_seconds,
+        ratio=baseline_seconds / coevo_seconds,
+        coevo_overhead_ms=1000 * overhead,
+        all_valid=all(result.valid for result in results) and all(baseline_valid),
+    )
+
+
+def seed_rows(args: argparse.Namespace, limits: Limits) -> tuple[list[Row], list[str]]:
+    rows, skipped = [], []
+    for name in TASK_NAMES:
+        try:
+            task = get_task(name)
+            code = task.seed_code()
+        except (ImportError, NotImplementedError, OSError) as error:
+            skipped.append(f"{name} ({type(error).__name__})")
+            continue
+        rows.append(measure(f"{name} seed", task, code, args.seed_candidates, args.limit, args.workers, limits))
+    return rows, skipped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--candidates", type=int, default=200, help="trivial candidates to evaluate")
+    parser.add_argument("--seed-candidates", type=int, default=8, help="copies of each task's seed (0: skip)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N search instances of each task")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    args = parser.parse_args()
+    limits = Limits(instance_seconds=30, candidate_seconds=300)
+    rows = [measure("trivial", ProbeTask(), TRIVIAL_CODE, args.candidates, None, args.workers, limits)]
+    more, skipped = seed_rows(args, limits) if args.seed_candidates > 0 else ([], [])
+    rows += more
+    if args.json:
+        print(json.dumps({"workers": args.workers, "rows": [asdict(row) for row in rows], "skipped": skipped}))
+        return
+    print(f"workers={args.workers}  (baseline: one multiprocessing.Process + Queue per candidate)")
+    print(f"{'candidate':<22}{'n':>5}{'inst':>6}{'coevo/s':>10}{'base/s':>10}{'ratio':>8}{'overhead ms':>13}  valid")
+    for row in rows:
+        print(
+            f"{row.candidate:<22}{row.candidates:>5}{row.n_instances:>6}{row.coevo_per_s:>10.1f}"
+            f"{row.baseline_per_s:>10.1f}{row.ratio:>7.2f}x{row.coevo_overhead_ms:>13.2f}  {row.all_valid}"
+        )
+    if skipped:
+        print("skipped (not importable yet):", ", ".join(skipped), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

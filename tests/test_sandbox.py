@@ -1,0 +1,189 @@
+"""The sandbox against the hostile corpus in tests/hostile/, and its isolation observed from outside.
+
+Every corpus case must end ``valid=false`` with its expected reason, within its time limit plus
+a small margin, leave no process, file or temporary directory behind, reach no listener, and
+leave the evaluator able to judge the next (normal) candidate.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+import pytest
+
+from coevo.evaluate import Evaluator, Limits
+from coevo.evaluate.isolation import NOBODY
+from coevo.evaluate.probe import ProbeTask
+from tasks.references import DATA_DIR
+
+CORPUS_DIR = Path(__file__).with_name("hostile")
+LIMITS = Limits(instance_seconds=1.0, candidate_seconds=2.0, memory_mb=512)
+MARGIN_SECONDS = 2.0
+TRIVIAL = "def pick(values):\n    return 0\n"
+_HEADER = re.compile(r"^# (expect|expect-runtime): (.+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    layer: str
+    """"static": the normal evaluator; "runtime": static check skipped, run-time layers alone."""
+    expect: str
+    code: str
+
+
+def load_corpus() -> list[Case]:
+    cases = []
+    for path in sorted(CORPUS_DIR.glob("*.candidate")):
+        code = path.read_text()
+        headers = dict(_HEADER.findall(code))
+        cases.append(Case(path.stem, "static", headers["expect"], code))
+        if "expect-runtime" in headers:
+            cases.append(Case(path.stem, "runtime", headers["expect-runtime"], code))
+    return cases
+
+
+CORPUS = load_corpus()
+
+
+@dataclass
+class Traps:
+    """Things a contained candidate must not touch: files, a directory, a live listener."""
+
+    marker: Path
+    escaped_marker: Path
+    victim: Path
+    victim_dir: Path
+    listener: socket.socket
+
+    def render(self, code: str) -> str:
+        for placeholder, value in {
+            "{MARKER}": self.marker,
+            "{MARKER_NAME}": self.escaped_marker.name,
+            "{VICTIM}": self.victim,
+            "{VICTIM_DIR}": self.victim_dir,
+            "{PORT}": self.listener.getsockname()[1],
+            "{DATA_DIR}": DATA_DIR,
+        }.items():
+            code = code.replace(placeholder, str(value))
+        return code
+
+    def listener_received_nothing(self) -> bool:
+        self.listener.settimeout(0.05)
+        try:
+            self.listener.accept()[0].close()
+        except TimeoutError:
+            return True
+        return False
+
+
+@pytest.fixture(scope="module")
+def evaluators() -> Iterator[dict[str, Evaluator]]:
+    with Evaluator(ProbeTask(), limits=LIMITS) as checked, Evaluator(
+        ProbeTask(), limits=LIMITS, static_check=False
+    ) as unchecked:
+        yield {"static": checked, "runtime": unchecked}
+
+
+@pytest.fixture
+def traps(tmp_path: Path) -> Iterator[Traps]:
+    victim_dir = tmp_path / "victim_dir"
+    victim_dir.mkdir()
+    victim = victim_dir / "victim.txt"
+    victim.write_text("must survive")
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        yield Traps(
+            marker=tmp_path / "marker",
+            escaped_marker=Path(tempfile.gettempdir()) / f"coevo-escape-{uuid.uuid4().hex}",
+            victim=victim,
+            victim_dir=victim_dir,
+            listener=listener,
+        )
+
+
+def candidate_workdirs() -> set[str]:
+    return {path.name for path in Path(tempfile.gettempdir()).glob("coevo-candidate-*")}
+
+
+def sandbox_processes(evaluator: Evaluator) -> list[psutil.Process]:
+    """Every process below the fork server (orphans are re-parented to it: it is a subreaper)."""
+    pid = evaluator.sandbox.server_pid
+    return psutil.Process(pid).children(recursive=True) if pid else []
+
+
+def test_corpus_is_large_and_annotated() -> None:
+    names = {case.name for case in CORPUS}
+    assert len(names) >= 40
+    assert all(case.expect.strip() for case in CORPUS)
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[f"{case.name}-{case.layer}" for case in CORPUS])
+def test_hostile_candidate_is_contained(case: Case, evaluators: dict[str, Evaluator], traps: Traps) -> None:
+    evaluator = evaluators[case.layer]
+    workdirs_before = candidate_workdirs()
+    start = time.monotonic()
+    result = evaluator.evaluate(traps.render(case.code))
+    elapsed = time.monotonic() - start
+
+    assert not result.valid
+    assert result.reason is not None and re.search(case.expect, result.reason), result.reason
+    assert elapsed < LIMITS.candidate_seconds + MARGIN_SECONDS
+    assert sandbox_processes(evaluator) == []
+    assert not traps.marker.exists() and not traps.escaped_marker.exists()
+    assert traps.victim.read_text() == "must survive"
+    assert traps.listener_received_nothing()
+    assert candidate_workdirs() <= workdirs_before
+
+    follow_up = evaluator.evaluate(f"{TRIVIAL}# after {case.name}\n")
+    assert follow_up.valid, follow_up.reason
+
+
+def test_running_child_is_isolated(evaluators: dict[str, Evaluator]) -> None:
+    """Observed from outside while a candidate sleeps: own group, limits, cwd, user, network."""
+    evaluator = evaluators["static"]
+    sleeper = "import time\n\ndef pick(values):\n    time.sleep(5)\n    return 0\n"
+    worker = threading.Thread(target=evaluator.evaluate, args=(sleeper,))
+    worker.start()
+    try:
+        child = _wait_for_one_child(evaluator)
+        workdir = child.cwd()
+        assert os.getpgid(child.pid) == child.pid
+        assert child.rlimit(psutil.RLIMIT_AS) == (LIMITS.memory_mb << 20, LIMITS.memory_mb << 20)
+        assert child.rlimit(psutil.RLIMIT_NPROC) == (0, 0)
+        assert Path(workdir).name.startswith("coevo-candidate-")
+        assert os.listdir(workdir) == []
+        if os.geteuid() == 0:
+            assert child.uids().effective == NOBODY
+            assert os.readlink(f"/proc/{child.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    finally:
+        worker.join()
+    assert not Path(workdir).exists()
+    assert sandbox_processes(evaluator) == []
+
+
+def _wait_for_one_child(evaluator: Evaluator, timeout: float = 5.0) -> psutil.Process:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = sandbox_processes(evaluator)
+        if children:
+            return children[0]
+        time.sleep(0.01)
+    raise AssertionError("no candidate process appeared")
+
+
+def test_closing_the_evaluator_stops_the_fork_server() -> None:
+    evaluator = Evaluator(ProbeTask(), limits=LIMITS)
+    assert evaluator.evaluate(TRIVIAL).valid
+    server = psutil.Process(evaluator.sandbox.server_pid)
+    evaluator.close()
+    assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
