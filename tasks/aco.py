@@ -40,7 +40,9 @@ class ColonySettings:
 
     def __post_init__(self) -> None:
         if self.n_ants < 1 or self.n_iterations < 1:
-            raise ValueError(f"a colony needs at least one ant and one iteration, got {self.n_ants} and {self.n_iterations}")
+            raise ValueError(
+                f"a colony needs at least one ant and one iteration, got {self.n_ants} and {self.n_iterations}"
+            )
         if not 0.0 < self.decay <= 1.0:
             raise ValueError(f"decay is the fraction of pheromone kept, in (0, 1], got {self.decay}")
 

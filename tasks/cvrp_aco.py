@@ -113,33 +113,41 @@ class CVRPACO(ACOTask):
         )
 
     def score(self, instance: Instance, solution: Any) -> float:
-        demands, capacity = instance["demands"], int(instance["capacity"])
-        n_nodes = len(demands)
-        if isinstance(solution, (str, bytes, np.ndarray)) or not hasattr(solution, "__iter__"):
-            raise InvalidSolution(f"a CVRP solution must be a list of routes, got {type(solution).__name__}")
-        routes = [integer_vector(route, f"route {k}") for k, route in enumerate(solution)]
-        for k, route in enumerate(routes):
-            if len(route) < 3 or route[0] != 0 or route[-1] != 0:
-                raise InvalidSolution(f"route {k} must start and end at the depot (0) and serve a customer: {route.tolist()[:8]}")
-            inner = route[1:-1]
-            if np.any(inner == 0):
-                raise InvalidSolution(f"route {k} passes through the depot; split it into separate routes")
-            if np.any((inner < 0) | (inner >= n_nodes)):
-                raise InvalidSolution(f"route {k} names a node outside 1..{n_nodes - 1}")
-            load = int(demands[inner].sum())
-            if load > capacity:
-                raise InvalidSolution(f"route {k} carries {load}, over the capacity {capacity}")
-        visits = np.bincount(np.concatenate([r[1:-1] for r in routes] or [np.zeros(0, np.int64)]), minlength=n_nodes)[1:]
-        if np.any(visits != 1):
-            customer = int(np.flatnonzero(visits != 1)[0]) + 1
-            raise InvalidSolution(f"customer {customer} is visited {int(visits[customer - 1])} times, expected once")
+        routes = _validated_routes(solution, instance["demands"], int(instance["capacity"]))
         distances = distance_matrix(instance["coords"])
-        return float(sum(distances[r[:-1], r[1:]].sum() for r in routes))
+        return float(sum(distances[route[:-1], route[1:]].sum() for route in routes))
 
     def reference_objective(self, instance: Instance) -> float:
         coords, demands, capacity = instance["coords"], instance["demands"], int(instance["capacity"])
         radial = 2.0 * float((demands * np.linalg.norm(coords - coords[0], axis=1)).sum()) / capacity
         return max(_depot_copies_tour_length(coords, math.ceil(int(demands.sum()) / capacity)), radial)
+
+
+def _validated_routes(solution: Any, demands: np.ndarray, capacity: int) -> list[np.ndarray]:
+    """The routes as int arrays, after checking depot ends, node range, loads and single visits."""
+    n_nodes = len(demands)
+    if isinstance(solution, (str, bytes, np.ndarray)) or not hasattr(solution, "__iter__"):
+        raise InvalidSolution(f"a CVRP solution must be a list of routes, got {type(solution).__name__}")
+    routes = [integer_vector(route, f"route {k}") for k, route in enumerate(solution)]
+    for k, route in enumerate(routes):
+        if len(route) < 3 or route[0] != 0 or route[-1] != 0:
+            raise InvalidSolution(
+                f"route {k} must start and end at the depot (0) and serve a customer: {route.tolist()[:8]}"
+            )
+        inner = route[1:-1]
+        if np.any(inner == 0):
+            raise InvalidSolution(f"route {k} passes through the depot; split it into separate routes")
+        if np.any((inner < 0) | (inner >= n_nodes)):
+            raise InvalidSolution(f"route {k} names a node outside 1..{n_nodes - 1}")
+        load = int(demands[inner].sum())
+        if load > capacity:
+            raise InvalidSolution(f"route {k} carries {load}, over the capacity {capacity}")
+    served = np.concatenate([route[1:-1] for route in routes] or [np.zeros(0, dtype=np.int64)])
+    visits = np.bincount(served, minlength=n_nodes)[1:]
+    if np.any(visits != 1):
+        customer = int(np.flatnonzero(visits != 1)[0]) + 1
+        raise InvalidSolution(f"customer {customer} is visited {int(visits[customer - 1])} times, expected once")
+    return routes
 
 
 def _depot_copies_tour_length(coords: np.ndarray, copies: int) -> float:

@@ -87,7 +87,9 @@ class TSPACO(ACOTask):
         if len(tour) != len(coords):
             raise InvalidSolution(f"the tour lists {len(tour)} cities, expected {len(coords)}")
         if not np.array_equal(np.sort(tour), np.arange(len(coords))):
-            raise InvalidSolution(f"the tour is not a permutation of the {len(coords)} cities (one is missing or repeated)")
+            raise InvalidSolution(
+                f"the tour is not a permutation of the {len(coords)} cities (one is missing or repeated)"
+            )
         return tour_length(coords, tour)
 
     def reference_objective(self, instance: Instance) -> float:

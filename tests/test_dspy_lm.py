@@ -7,11 +7,12 @@ from collections.abc import Iterator, Sequence
 
 import dspy
 import pytest
+from dspy import lm15
 from dspy.utils.exceptions import LMUnexpectedError
 
 from coevo.es.perturbation import Perturbation
 from coevo.llm.base import Completion, Message, SamplingParams
-from coevo.llm.dspy_lm import CoevoLM, WeightsMismatchError
+from coevo.llm.dspy_lm import CoevoLM, WeightsMismatchError, to_sampling
 from coevo.llm.hf import HFBackend
 from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
@@ -124,3 +125,10 @@ def test_dspy_program_runs_on_a_perturbed_in_process_model() -> None:
 
     assert base.strip() and base == restored != perturbed
     assert perturbed_id != base_id == backend.weights_id
+
+
+def test_unset_dspy_config_keeps_coevo_defaults_and_unsupported_features_are_refused() -> None:
+    assert to_sampling(lm15.Config()) == SamplingParams()
+    assert to_sampling(lm15.Config(seed=5, stop=("\n",))) == SamplingParams(seed=5, stop=("\n",))
+    with pytest.raises(lm15.UnsupportedFeatureError, match="response_format"):
+        to_sampling(lm15.Config(response_format={"type": "json_object"}))

@@ -1,5 +1,6 @@
 """ESEngine: schedules, shaping, the reference update rule, options, and ES on a quadratic."""
 
+import doctest
 import math
 
 import numpy as np
@@ -8,6 +9,7 @@ import torch
 from pydantic import ValidationError
 from torch import nn
 
+from coevo.es import engine as engine_module
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.es.host import TorchWeightsHost
 from coevo.es.noise import noise
@@ -155,6 +157,10 @@ def test_tell_rejects_mismatched_rewards():
     engine = make_engine(Vector(torch.ones(4)))
     with pytest.raises(ValueError, match="one reward per perturbation"):
         engine.tell(engine.ask(), [1.0])
+
+
+def test_the_documented_example_runs():
+    assert doctest.testmod(engine_module, raise_on_error=True).attempted > 0
 
 
 # --- optimizers ----------------------------------------------------------------------------------

@@ -61,10 +61,10 @@ def test_generate_keeps_the_row_to_member_map(model, tokenizer) -> None:
     host = LowRankHost(model, rank=RANK)
     members = _members(2, sigma=0.3)
     prompts = tokenizer(["the cat sat", "one two three four", "red"], return_tensors="pt", padding=True)
-    settings = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False, num_return_sequences=2)
+    settings = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False, num_beams=2, num_return_sequences=2)
     with torch.no_grad(), host.population(members, [0, 1, 0]):
         batched = model.generate(**prompts, **settings)
-    for row in range(3):  # expanded rows 2 row, 2 row + 1 both belong to prompt `row`'s member
+    for row in range(3):  # beam search expands prompt `row` into rows 2 row and 2 row + 1
         member = members[[0, 1, 0][row]]
         one = {k: v[row : row + 1] for k, v in prompts.items()}
         with torch.no_grad(), host.perturbed(member):
@@ -107,10 +107,10 @@ def _target_frequency(generated: torch.Tensor, target: int) -> torch.Tensor:
 
 
 def test_lowrank_es_raises_the_frequency_of_a_target_token(model, tokenizer, tmp_path) -> None:
-    """Reward = share of generated tokens equal to "cat"; 8 members x 4 prompts decode as one batch."""
+    """Reward = share of generated tokens equal to "cat"; 16 members x 4 prompts decode as one batch."""
     target = tokenizer.convert_tokens_to_ids("cat")
     prompts = tokenizer(["a dog ran", "one two", "red green blue", "write a short"], return_tensors="pt", padding=True)
-    n_members, n_prompts, new_tokens = 8, prompts["input_ids"].shape[0], 8
+    n_members, n_prompts, new_tokens = 16, prompts["input_ids"].shape[0], 8
     batch = {k: v.repeat(n_members, 1) for k, v in prompts.items()}  # row k: member k // n_prompts
     member_of_row = torch.arange(n_members).repeat_interleave(n_prompts)
     settings = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
@@ -122,16 +122,16 @@ def test_lowrank_es_raises_the_frequency_of_a_target_token(model, tokenizer, tmp
 
     host = LowRankHost(model, rank=4)
     base_sha, base_state = host.weights_sha256(), {k: v.clone() for k, v in model.state_dict().items()}
-    config = ESConfig(population_size=n_members, sigma=0.1, alpha=0.1, antithetic=True, seed=3)
+    config = ESConfig(population_size=n_members, sigma=0.05, alpha=0.1, antithetic=True, seed=3)
     engine = ESEngine(config, host, ESHistory(tmp_path / "history.jsonl"))
     start = reward_of_base()
-    for _ in range(6):
+    for _ in range(8):
         members = engine.ask()
         with torch.no_grad(), host.population(members, member_of_row):
             out = model.generate(**batch, **settings)
         per_row = _target_frequency(out[:, batch["input_ids"].shape[1] :], target)
         engine.tell(members, per_row.view(n_members, n_prompts).mean(dim=1).tolist())
-    assert reward_of_base() >= start + 0.4
+    assert start == 0.0 and reward_of_base() >= 0.5
 
     live_sha = host.weights_sha256()
     model.load_state_dict(base_state)

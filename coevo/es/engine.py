@@ -4,6 +4,26 @@ One generation: `ask()` gives the population's perturbations (seeds only); the c
 member under `host.perturbed(p)`; `tell(perturbations, rewards)` penalises invalid rewards, shapes
 them, writes the update to the history and has the host apply it. By default the update is the
 reference rule theta += alpha / N * sum_i z_i eps_i with z-scored rewards and no 1/sigma.
+
+Example: pull three weights towards 1.
+
+>>> import torch
+>>> from coevo.es.host import TorchWeightsHost
+>>> model = torch.nn.Linear(3, 1, bias=False)
+>>> _ = torch.nn.init.zeros_(model.weight)
+>>> def reward() -> float:
+...     return -float((model.weight.detach() - 1).pow(2).sum())
+>>> config = ESConfig(population_size=16, antithetic=True, sigma=0.1, alpha=0.1)
+>>> engine = ESEngine(config, TorchWeightsHost(model))
+>>> for _ in range(30):
+...     members = engine.ask()
+...     rewards = []
+...     for member in members:
+...         with engine.host.perturbed(member):
+...             rewards.append(reward())
+...     stats = engine.tell(members, rewards)
+>>> reward() > -0.05
+True
 """
 
 from __future__ import annotations

@@ -55,26 +55,32 @@ def apply_update_(param: np.ndarray, name: str, update: Update, state: ParamStat
     if config.weight_decay > 0.0:
         param *= np.float32(1.0 - update.alpha * config.weight_decay)
     if not config.needs_gradient_buffer:
-        accumulate_(param, keys, update.alpha * coeffs)
+        accumulate_(param, keys, update.alpha * coeffs)  # the reference rule: one pass, no gradient tensor
         return
     grad = np.zeros_like(param)
     accumulate_(grad, keys, coeffs)
-    if config.kind == "sgd":
-        if state.first_moment is None:
-            state.first_moment = np.zeros_like(param)
-        state.first_moment *= np.float32(config.momentum)
-        state.first_moment += grad
-        param += np.float32(update.alpha) * state.first_moment
-        return
+    direction = _momentum_direction(grad, state, config) if config.kind == "sgd" else _adam_direction(grad, state, config)
+    param += np.float32(update.alpha) * direction
+
+
+def _momentum_direction(grad: np.ndarray, state: ParamState, config: OptimizerConfig) -> np.ndarray:
+    """Heavy ball: v = momentum * v + g."""
     if state.first_moment is None:
-        state.first_moment = np.zeros_like(param)
-        state.second_moment = np.zeros_like(param)
+        state.first_moment = np.zeros_like(grad)
+    state.first_moment *= np.float32(config.momentum)
+    state.first_moment += grad
+    return state.first_moment
+
+
+def _adam_direction(grad: np.ndarray, state: ParamState, config: OptimizerConfig) -> np.ndarray:
+    """Bias-corrected m / (sqrt(v) + eps): every weight moves by about alpha whatever g's scale."""
+    if state.first_moment is None or state.second_moment is None:
+        state.first_moment = np.zeros_like(grad)
+        state.second_moment = np.zeros_like(grad)
     state.first_moment *= np.float32(config.beta1)
     state.first_moment += np.float32(1.0 - config.beta1) * grad
-    np.square(grad, out=grad)
     state.second_moment *= np.float32(config.beta2)
-    state.second_moment += np.float32(1.0 - config.beta2) * grad
-    step_size = update.alpha * np.sqrt(1.0 - config.beta2**state.steps) / (1.0 - config.beta1**state.steps)
-    denom = np.sqrt(state.second_moment)
-    denom += np.float32(config.adam_eps)
-    param += np.float32(step_size) * state.first_moment / denom
+    state.second_moment += np.float32(1.0 - config.beta2) * np.square(grad)
+    corrected_first = state.first_moment / np.float32(1.0 - config.beta1**state.steps)
+    corrected_second = state.second_moment / np.float32(1.0 - config.beta2**state.steps)
+    return corrected_first / (np.sqrt(corrected_second) + np.float32(config.adam_eps))

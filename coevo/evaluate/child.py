@@ -1,8 +1,8 @@
 """The body of one sandboxed child, from the fork until ``os._exit``.
 
-Trusted set-up happens first (process group, stdio, working directory, resource limits,
-dropped privileges; the empty network namespace is inherited from the fork server), then the
-guards are armed, and only then does candidate code run. Every instance's solution is reported
+Trusted set-up happens first (process group, stdio, working directory, dropped privileges;
+the empty network namespace is inherited from the fork server), then the child waits for its
+job, applies its resource limits, arms the guards, and only then runs candidate code. Every instance's solution is reported
 as soon as it is built, so the parent can hold the candidate to a per-instance deadline.
 """
 
@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import sys
 import time
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, NoReturn
 
@@ -39,10 +41,11 @@ def run_child(conn_fd: int, task: Task, guard: Guard, workdir: str) -> NoReturn:
     exit_code = EXIT_SETUP_FAILED
     try:
         _isolate(conn_fd, workdir)
+        drop_privileges()
+        # A child may be forked ahead of need: it waits here until the parent sends a job.
         job: Job = pickle.loads(_read_blob(conn_fd))  # pickled by the trusted parent
         instances: list[Instance] = pickle.loads(_read_blob(conn_fd))
         apply_limits(job.memory_mb, job.cpu_seconds, job.file_bytes)
-        drop_privileges()
         exit_code = 0
         _run(job, instances, task, guard, lambda message: _send(conn_fd, message))
     except BaseException as error:  # noqa: BLE001 - the child must always report, then exit
@@ -104,7 +107,10 @@ def _run(job: Job, instances: list[Instance], task: Task, guard: Guard, send: Ca
     the parent can read them in one go at the end and still check each instance's deadline.
     """
     module_code = compile(job.code, "<candidate>", "exec")
-    namespace = {"__builtins__": guard.builtins, "__name__": "candidate"}
+    module = types.ModuleType("candidate")
+    sys.modules[module.__name__] = module  # dataclasses look the defining module up by name
+    namespace = vars(module)
+    namespace["__builtins__"] = guard.builtins
     guard.arm(module_code, lambda reason: send({"violation": reason}))
     try:
         exec(module_code, namespace)  # noqa: S102 - the candidate, under the guards just armed
@@ -115,6 +121,7 @@ def _run(job: Job, instances: list[Instance], task: Task, guard: Guard, send: Ca
     if not callable(heuristic):
         send({"error": f"{job.function_name} is not a function"})
         return
+    send({"loaded": True})
     for index, instance in enumerate(instances):
         try:
             solution = encode_solution(task.construct(heuristic, instance))

@@ -11,7 +11,9 @@ cannot swallow the refusal with ``try/except`` and carry on.
 from __future__ import annotations
 
 import builtins
+import collections
 import contextlib
+import dataclasses
 import operator
 import os
 import sys
@@ -24,32 +26,12 @@ EXIT_VIOLATION = 86
 
 Violation = Callable[[str], NoReturn]
 
-_CODEGEN_EVENTS = frozenset({"compile", "exec", "sys._getframe"})
-"""Events that namedtuple and dataclass raise while they generate their methods."""
+_CODEGEN_EVENTS = frozenset({"compile", "exec", "sys._getframe", "object.__getattr__"})
+"""Events that namedtuple and dataclass raise while they generate (and inspect) their methods."""
+_HARMLESS_EVENTS = frozenset({"object.__setattr__", "object.__delattr__", "builtins.id"})
+"""``id()``, and setting a class attribute: candidates may do so to their own classes (built-in
+types refuse it anyway, and nothing of the evaluator's is reachable to be patched)."""
 
-
-class Guard:
-    """The run-time layers, built once in the fork server and armed in each child.
-
-    Building the restricted builtins costs more than a fork, so the fork server does it once;
-    a child only says where breaches are reported (``arm``) and installs the audit hook.
-    """
-
-    def __init__(self) -> None:
-        self._report: Callable[[str], None] | None = None
-        self.gate = _CodegenGate()
-        self.builtins = restricted_builtins(self.violation, self.gate)
-
-    def violation(self, reason: str) -> NoReturn:
-        """Report the breach and end the process: a refusal must not be swallowable."""
-        if self._report is not None:
-            self._report(reason)
-        os._exit(EXIT_VIOLATION)
-
-    def arm(self, module_code: types.CodeType, report: Callable[[str], None]) -> None:
-        """Install the audit hook; from now on only ``module_code`` may be executed (once)."""
-        self._report = report
-        install_audit_hook(module_code, self.gate, self.violation)
 
 class _CodegenGate:
     """Lets a vetted stdlib code generator compile while it runs, and nothing else."""
@@ -83,7 +65,7 @@ def install_audit_hook(module_code: types.CodeType, gate: _CodegenGate, violatio
         if event == "exec" and pending and args and args[0] is pending[0]:
             pending.clear()
             return
-        if gate.depth and event in _CODEGEN_EVENTS:
+        if event in _HARMLESS_EVENTS or (gate.depth and event in _CODEGEN_EVENTS):
             return
         violation(f"sandbox refused {event}({_shown(args)})")
 
@@ -153,8 +135,6 @@ def _tripwire(name: str, violation: Violation) -> Callable[..., NoReturn]:
 
 def _safe_module_views(gate: _CodegenGate, violation: Violation) -> dict[str, types.ModuleType]:
     """Copies of modules whose members could bypass the guards, with those members wrapped."""
-    import collections
-    import dataclasses
 
     def checked_names(names: tuple[Any, ...]) -> tuple[Any, ...]:
         for name in names:
@@ -180,3 +160,29 @@ def _safe_module_views(gate: _CodegenGate, violation: Violation) -> dict[str, ty
         vars(view).update(members)
         views[module.__name__] = view
     return views
+
+
+class Guard:
+    """The run-time layers, built once in the fork server and armed in each child.
+
+    Building the restricted builtins costs more than a fork, so the fork server does it once;
+    a child only says where breaches are reported (``arm``) and installs the audit hook.
+    """
+
+    def __init__(self) -> None:
+        self._report: Callable[[str], None] | None = None
+        self.gate = _CodegenGate()
+        self.builtins = restricted_builtins(self.violation, self.gate)
+
+    def violation(self, reason: str) -> NoReturn:
+        """Report the breach and end the process: a refusal must not be swallowable."""
+        try:
+            if self._report is not None:
+                self._report(reason)
+        finally:
+            os._exit(EXIT_VIOLATION)
+
+    def arm(self, module_code: types.CodeType, report: Callable[[str], None]) -> None:
+        """Install the audit hook; from now on only ``module_code`` may be executed (once)."""
+        self._report = report
+        install_audit_hook(module_code, self.gate, self.violation)

@@ -1,14 +1,15 @@
 """The parent's side of the sandbox: hand a candidate to the fork server and supervise it.
 
-The parent never runs candidate code. It asks the warm fork server (``zygote.py``) for a fresh
-child, streams the job to it, reads one message per instance, and kills the child's whole
-process group with SIGKILL the moment a deadline passes: per instance (no progress for
-``instance_seconds``) or per candidate (``candidate_seconds`` in all). Thread-safe: one
-``Sandbox`` serves many concurrent ``run`` calls.
+The parent never runs candidate code. The warm fork server (``zygote.py``) forks a fresh child
+per candidate, one ahead of need; the parent streams the job to it, reads one message per
+instance, and kills the child's whole process group with SIGKILL the moment a deadline passes:
+per instance (no progress for ``instance_seconds``) or per candidate (``candidate_seconds`` in
+all). Thread-safe: one ``Sandbox`` serves many concurrent ``run`` calls.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import select
@@ -68,16 +69,21 @@ class Outcome:
     solutions: tuple[Any, ...]
     failure: str | None
     failed_index: int | None
-    """The instance being built when the run failed; None for failures outside any instance."""
+    """The instance being built when the run failed; None for failures before the first one."""
 
 
 class Sandbox:
-    """A fork server for one task, started lazily and shut down by ``close``."""
+    """A fork server for one task, started lazily and shut down by ``close``.
+
+    One child is always forked ahead (a "spare", set up and waiting for its job), so a
+    candidate starts with a single hand-off instead of waiting for a fork.
+    """
 
     def __init__(self, task: Task) -> None:
         self._task_ref = (type(task).__module__, type(task).__qualname__)
         self._control: socket.socket | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._spares: collections.deque[_Child] = collections.deque()
         self._lock = threading.Lock()
 
     def __enter__(self) -> Sandbox:
@@ -91,9 +97,19 @@ class Sandbox:
         """The fork server's pid (every candidate is its child), None before the first run."""
         return self._process.pid if self._process else None
 
+    def spare_pids(self) -> set[int]:
+        """Children forked ahead and waiting for a job (not candidates: no code of theirs ran)."""
+        with self._lock:
+            for spare in self._spares:
+                if spare.pid is None:
+                    spare.read_status(_REAP_GRACE_SECONDS)
+            return {spare.pid for spare in self._spares if spare.pid is not None}
+
     def close(self) -> None:
         """Stop the fork server; it kills any candidate still running."""
         with self._lock:
+            while self._spares:
+                self._spares.popleft().close()  # the spare reads EOF instead of a job, and exits
             if self._control is not None:
                 self._control.close()
                 self._control = None
@@ -107,25 +123,16 @@ class Sandbox:
 
     def run(self, code: str, function_name: str, payload: InstancePayload, limits: Limits) -> Outcome:
         """Run the candidate over the instances in a fresh child, under ``limits``."""
-        started = time.monotonic()
-        conn, child_end = socket.socketpair()
-        status_read, status_write = os.pipe()
+        with self._lock:
+            control = self._started_control()
+            child = self._spares.popleft() if self._spares else _Child.fork(control)
+            self._spares.append(_Child.fork(control))  # forked while this candidate runs
         try:
-            with self._lock:
-                control = self._started_control()
-                try:
-                    socket.send_fds(control, [b"run"], [child_end.fileno(), status_write])
-                except OSError as error:
-                    raise SandboxError(f"the fork server is gone: {error}") from None
-            child_end.close()
-            os.close(status_write)
             job = Job(code, function_name, limits.memory_mb, limits.candidate_seconds, limits.file_bytes)
-            supervisor = _Supervisor(conn, status_read, payload.count, limits, started)
+            supervisor = _Supervisor(child, payload.count, limits, time.monotonic())
             return supervisor.run(_framed(pickle.dumps(job)) + _framed(payload.data))
         finally:
-            conn.close()
-            child_end.close()
-            os.close(status_read)
+            child.close()
 
     def _started_control(self) -> socket.socket:
         if self._control is None:
@@ -155,6 +162,46 @@ def _framed(data: bytes) -> bytes:
     return BLOB_LENGTH.pack(len(data)) + data
 
 
+class _Child:
+    """The parent's handles on one forked child: its channel, and the fork server's records."""
+
+    def __init__(self, conn: socket.socket, status_read: int) -> None:
+        self.conn, self.status_read = conn, status_read
+        self.pid: int | None = None
+        self.exit_status: int | None = None
+
+    @classmethod
+    def fork(cls, control: socket.socket) -> _Child:
+        """Ask the fork server for a child; returns at once (the fork happens over there)."""
+        conn, child_end = socket.socketpair()
+        status_read, status_write = os.pipe()
+        try:
+            socket.send_fds(control, [b"fork"], [child_end.fileno(), status_write])
+        except OSError as error:
+            conn.close()
+            os.close(status_read)
+            raise SandboxError(f"the fork server is gone: {error}") from None
+        finally:
+            child_end.close()
+            os.close(status_write)
+        return cls(conn, status_read)
+
+    def read_status(self, timeout: float) -> None:
+        """Read the fork server's next record (the pid, then the exit status), if due in time."""
+        ready, _, _ = select.select([self.status_read], [], [], timeout)
+        record = os.read(self.status_read, STATUS_RECORD.size) if ready else b""
+        if len(record) == STATUS_RECORD.size:
+            kind, value = STATUS_RECORD.unpack(record)
+            if kind == b"P":
+                self.pid = value
+            else:
+                self.exit_status = value
+
+    def close(self) -> None:
+        self.conn.close()
+        os.close(self.status_read)
+
+
 class _Supervisor:
     """Feeds one child its job and watches its messages, its exit, and the two deadlines.
 
@@ -163,8 +210,8 @@ class _Supervisor:
     fast path to a single wake-up per message batch.
     """
 
-    def __init__(self, conn: socket.socket, status_read: int, count: int, limits: Limits, started: float) -> None:
-        self.conn, self.status_read, self.count, self.limits = conn, status_read, count, limits
+    def __init__(self, child: _Child, count: int, limits: Limits, started: float) -> None:
+        self.child, self.conn, self.count, self.limits = child, child.conn, count, limits
         self.candidate_deadline = started + limits.candidate_seconds
         self.instance_deadline = started + limits.instance_seconds
         self.last_progress = started
@@ -172,9 +219,9 @@ class _Supervisor:
         self.solutions: list[Any] = []
         self.failure: str | None = None
         self.failed_index: int | None = None
-        self.pid: int | None = None
-        self.exit_status: int | None = None
         self.done = False
+        self.loaded = False
+        """The candidate's module ran: later failures belong to an instance."""
         self.child_closed = False
 
     def run(self, job: bytes) -> Outcome:
@@ -183,6 +230,8 @@ class _Supervisor:
             self._watch()
         except ChannelError as error:
             self._fail(str(error))
+        except (ValueError, TypeError) as error:
+            self._fail(f"the child sent a malformed message: {error}")
         finally:
             self._kill_and_reap()
         if self.failure is None and not self.done:
@@ -192,7 +241,8 @@ class _Supervisor:
     def _fail(self, reason: str) -> None:
         if self.failure is None:
             self.failure = reason
-            self.failed_index = len(self.solutions) if len(self.solutions) < self.count else None
+            if self.loaded and len(self.solutions) < self.count:
+                self.failed_index = len(self.solutions)
 
     def _send_job(self, job: bytes) -> None:
         self.conn.settimeout(max(0.0, self.candidate_deadline - time.monotonic()))
@@ -213,7 +263,8 @@ class _Supervisor:
                     f"after {len(self.solutions)} of {self.count} instances"
                 )
             if now >= self.instance_deadline:
-                return self._fail(f"timed out (per-instance limit {self.limits.instance_seconds:g} s)")
+                where = "" if self.loaded else " in the module's top-level code"
+                return self._fail(f"timed out{where} (per-instance limit {self.limits.instance_seconds:g} s)")
             if poller.poll(1000 * (min(self.candidate_deadline, self.instance_deadline) - now)):
                 self._read_messages()
 
@@ -238,6 +289,8 @@ class _Supervisor:
             finished = min(max(float(message.get("at", 0.0)), self.last_progress), time.monotonic())
             self.last_progress = finished
             self.instance_deadline = finished + self.limits.instance_seconds
+        elif "loaded" in message:
+            self.loaded = True
         elif "done" in message:
             self.done = len(self.solutions) == self.count
         elif "invalid" in message or "error" in message or "violation" in message:
@@ -246,38 +299,29 @@ class _Supervisor:
         else:
             raise ChannelError(f"the child sent an unknown message {sorted(message)}")
 
-    def _read_status(self, timeout: float) -> None:
-        """Read the fork server's next record (the pid, then the exit status), if due in time."""
-        ready, _, _ = select.select([self.status_read], [], [], timeout)
-        record = os.read(self.status_read, STATUS_RECORD.size) if ready else b""
-        if len(record) == STATUS_RECORD.size:
-            kind, value = STATUS_RECORD.unpack(record)
-            if kind == b"P":
-                self.pid = value
-            else:
-                self.exit_status = value
-
     def _kill_and_reap(self) -> None:
         """SIGKILL the child's group; after a failure, wait until the fork server has reaped it.
 
         Waiting lets the verdict name the cause and guarantees nothing of the candidate is alive
         when ``run`` returns. After success the child is exiting anyway: waiting adds latency.
         """
-        self._read_status(_REAP_GRACE_SECONDS)  # the pid: written right after the fork
-        if self.pid is not None:
+        child = self.child
+        if child.pid is None:
+            child.read_status(_REAP_GRACE_SECONDS)  # the pid: written right after the fork
+        if child.pid is not None:
             for kill in (os.killpg, os.kill):
                 try:
-                    kill(self.pid, signal.SIGKILL)
+                    kill(child.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
         if not self.done:
-            self._read_status(_REAP_GRACE_SECONDS)
+            child.read_status(_REAP_GRACE_SECONDS)
 
     def _exit_reason(self) -> str:
         progress = f"after {len(self.solutions)} of {self.count} instances"
-        status = self.exit_status
+        status = self.child.exit_status
         if status is None:
-            return f"the candidate process could not be reaped {progress}"
+            return f"the fork server did not report how the candidate process ended {progress}"
         if os.WIFSIGNALED(status):
             signum = os.WTERMSIG(status)
             cause = {

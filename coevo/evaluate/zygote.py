@@ -54,8 +54,7 @@ def main(control_fd: int, module_name: str, class_name: str) -> None:
                     return
                 _spawn(fds, task, guard, children)
     finally:
-        for pid in children:
-            _kill_group(pid)
+        _shut_down(children)
 
 
 def _spawn(fds: list[int], task: Task, guard: Guard, children: dict[int, tuple[int, str]]) -> None:
@@ -89,6 +88,19 @@ def _reap(children: dict[int, tuple[int, str]]) -> None:
             shutil.rmtree(workdir, ignore_errors=True)  # before reporting: "reaped" means "gone"
             _report(status_fd, b"X", status)
             os.close(status_fd)
+
+
+def _shut_down(children: dict[int, tuple[int, str]]) -> None:
+    """Kill every child still alive (running or spare), reap it, remove its directory."""
+    for pid in children:
+        _kill_group(pid)
+    for pid, (status_fd, workdir) in children.items():
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        shutil.rmtree(workdir, ignore_errors=True)
+        os.close(status_fd)
 
 
 def _report(status_fd: int, kind: bytes, value: int) -> None:

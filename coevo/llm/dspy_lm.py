@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import dspy
 from dspy import lm15
@@ -50,30 +51,30 @@ def to_conversation(request: lm15.Request) -> list[Message]:
     return conversation
 
 
-def to_sampling(config: lm15.Config, default: SamplingParams) -> SamplingParams:
-    """Map DSPy's generation config onto coevo's; unset fields keep the backend defaults."""
+def to_sampling(config: lm15.Config) -> SamplingParams:
+    """Map DSPy's generation config onto coevo's; fields DSPy leaves unset keep coevo's defaults."""
     refused = [name for name in _UNSUPPORTED_CONFIG if getattr(config, name) is not None]
     if refused:
         raise lm15.UnsupportedFeatureError(f"coevo backends do not support {', '.join(refused)}")
-    return SamplingParams(
-        max_new_tokens=default.max_new_tokens if config.max_tokens is None else config.max_tokens,
-        temperature=default.temperature if config.temperature is None else config.temperature,
-        top_p=default.top_p if config.top_p is None else config.top_p,
-        seed=default.seed if config.seed is None else config.seed,
-        stop=config.stop or default.stop,
-    )
+    given = {
+        "max_new_tokens": config.max_tokens,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "seed": config.seed,
+        "stop": config.stop or None,
+    }
+    return SamplingParams(**{field: value for field, value in given.items() if value is not None})
 
 
 class CoevoEngine:
     """A DSPy engine: one canonical request becomes one `LLM.generate` call of batch size one."""
 
-    def __init__(self, llm: LLM, weights_id: str | None = None, default: SamplingParams = SamplingParams()):
+    def __init__(self, llm: LLM, weights_id: str | None = None) -> None:
         self.llm = llm
         self.weights_id = weights_id
-        self.default = default
 
     def complete(self, request: lm15.Request) -> lm15.Response:
-        (completion,) = self.llm.generate([to_conversation(request)], to_sampling(request.config, self.default))
+        (completion,) = self.llm.generate([to_conversation(request)], to_sampling(request.config))
         return self._response(request.model, completion)
 
     def _response(self, model: str, completion: Completion) -> lm15.Response:
@@ -103,7 +104,7 @@ class CoevoEngine:
 class AsyncCoevoEngine:
     """Async face of `CoevoEngine`: generation runs in a worker thread so the event loop stays free."""
 
-    def __init__(self, engine: CoevoEngine):
+    def __init__(self, engine: CoevoEngine) -> None:
         self.engine = engine
 
     async def complete(self, request: lm15.Request) -> lm15.Response:
@@ -130,8 +131,8 @@ class CoevoLM(dspy.LM):
         weights_id: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         engine = CoevoEngine(llm, weights_id)
         model = f"{_PROVIDER}/{llm.name}" if weights_id is None else f"{_PROVIDER}/{llm.name}@{weights_id}"
         super().__init__(
@@ -147,5 +148,5 @@ class CoevoLM(dspy.LM):
         self.weights_id = weights_id
 
     def at_weights(self, weights_id: str) -> CoevoLM:
-        """A copy pinned to one weights version, with DSPy's cache on and keyed by that version."""
+        """A copy pinned to one weights version (e.g. `backend.weights_id`), with DSPy's cache keyed by it."""
         return CoevoLM(self.llm, weights_id=weights_id, callbacks=self.callbacks, **self.kwargs)

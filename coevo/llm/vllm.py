@@ -16,6 +16,7 @@ a sharded row-parallel weight is not one contiguous run of canonical elements.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -52,14 +53,7 @@ class ServedSlice:
 
     @property
     def numel(self) -> int:
-        return _numel(self.shape)
-
-
-def _numel(shape: Sequence[int]) -> int:
-    count = 1
-    for size in shape:
-        count *= size
-    return count
+        return math.prod(self.shape)
 
 
 def _parts_of(served: str, packed: Mapping[str, tuple[str, ...]]) -> list[str]:
@@ -95,8 +89,8 @@ def map_canonical_to_served(
             if tuple(shape[1:]) != tuple(served_shape[1:]):
                 raise ValueError(f"{name} {tuple(shape)} cannot be rows of vLLM tensor {served} {tuple(served_shape)}")
             layout[name] = ServedSlice(served, start, tuple(shape))
-            start += _numel(shape)
-        fits = start <= _numel(served_shape) if len(parts) == 1 else start == _numel(served_shape)
+            start += math.prod(shape)
+        fits = start <= math.prod(served_shape) if len(parts) == 1 else start == math.prod(served_shape)
         if not fits:
             raise ValueError(
                 f"vLLM tensor {served} {tuple(served_shape)} does not match its parts {parts} "
@@ -174,7 +168,9 @@ class CoevoWorkerExtension:
         self._coevo_host.restore()
         torch.cuda.synchronize()
 
-    def coevo_apply_update(self, seeds: list[int], coeffs: list[float], alpha: float, optimizer: dict[str, Any]) -> None:
+    def coevo_apply_update(
+        self, seeds: list[int], coeffs: list[float], alpha: float, optimizer: dict[str, Any]
+    ) -> None:
         self._coevo_host.apply_update(Update(tuple(seeds), tuple(coeffs), alpha, OptimizerConfig(**optimizer)))
         torch.cuda.synchronize()
 
@@ -189,15 +185,65 @@ class CoevoWorkerExtension:
         return {n: float(p.detach().double().sum()) for n, p in self._coevo_host.module.named_parameters()}
 
 
+def _on_worker(engine: Any, method: str, *args: Any) -> Any:
+    """Run a `CoevoWorkerExtension` method in the (single) worker and return its result."""
+    (result,) = engine.collective_rpc(method, args=args)
+    return result
+
+
+class VLLMWeightsHost:
+    """The `WeightsHost` of a `VLLMBackend`: sends seeds and numbers to the worker, which moves the weights."""
+
+    noise_version = NOISE_VERSION
+
+    def __init__(self, engine: Any, scope: str) -> None:
+        self.engine = engine
+        self.scope = scope
+        self.num_evolved: int = _on_worker(engine, "coevo_attach", scope)
+        self._active: Perturbation | None = None
+
+    def perturb(self, perturbation: Perturbation) -> None:
+        if self._active is not None:
+            raise RuntimeError(f"already perturbed by {self._active}; call restore() first")
+        _on_worker(self.engine, "coevo_perturb", perturbation.seed, perturbation.sigma, perturbation.sign)
+        self._active = perturbation
+
+    def restore(self) -> None:
+        if self._active is None:
+            raise RuntimeError("restore() without an active perturbation")
+        _on_worker(self.engine, "coevo_restore")
+        self._active = None
+
+    @contextmanager
+    def perturbed(self, perturbation: Perturbation) -> Iterator[None]:
+        self.perturb(perturbation)
+        try:
+            yield
+        finally:
+            self.restore()
+
+    def apply_update(self, update: Update) -> None:
+        if self._active is not None:
+            raise RuntimeError(f"apply_update() while perturbed by {self._active}; call restore() first")
+        optimizer = update.optimizer.model_dump()
+        _on_worker(self.engine, "coevo_apply_update", list(update.seeds), list(update.coeffs), update.alpha, optimizer)
+
+    def weights_sha256(self) -> str:
+        return _on_worker(self.engine, "coevo_weights_sha256")
+
+    def canonical_sums(self) -> dict[str, float]:
+        """Per canonical parameter, the sum of its live values (for comparing with a transformers model)."""
+        return _on_worker(self.engine, "coevo_sums")
+
+
 class VLLMBackend:
-    """An `LLM` and a `WeightsHost` over an in-process `vllm.LLM` (one GPU, prefix caching off).
+    """The `LLM` over an in-process `vllm.LLM` (one GPU, prefix caching off); `host` is its `WeightsHost`.
 
     `weights_id` is read from the live weights in the worker on every call, like the transformers
     backend's, so no cache can serve text from other weights.
     """
 
     supports_weights = True
-    noise_version = NOISE_VERSION
 
     def __init__(self, model: str, *, scope: str = "full", name: str | None = None, **engine_options: Any) -> None:
         try:
@@ -212,17 +258,11 @@ class VLLMBackend:
             model=model, enable_prefix_caching=False, worker_extension_cls=_EXTENSION, **engine_options
         )
         self.name = name or Path(model).name
-        self.scope = scope
-        self.num_evolved = self._call("coevo_attach", scope)
-        self._active: Perturbation | None = None
-
-    def _call(self, method: str, *args: Any) -> Any:
-        (result,) = self.engine.collective_rpc(method, args=args)
-        return result
+        self.host = VLLMWeightsHost(self.engine, scope)
 
     @property
     def weights_id(self) -> str:
-        return self._call("coevo_fingerprint", self.name)
+        return _on_worker(self.engine, "coevo_fingerprint", self.name)
 
     def generate(self, requests: Sequence[Sequence[Message]], sampling: SamplingParams) -> list[Completion]:
         """One completion per conversation; request i uses seed `request_seed(sampling.seed, i)` as everywhere."""
@@ -253,35 +293,3 @@ class VLLMBackend:
             )
             for output in outputs
         ]
-
-    def perturb(self, perturbation: Perturbation) -> None:
-        if self._active is not None:
-            raise RuntimeError(f"already perturbed by {self._active}; call restore() first")
-        self._call("coevo_perturb", perturbation.seed, perturbation.sigma, perturbation.sign)
-        self._active = perturbation
-
-    def restore(self) -> None:
-        if self._active is None:
-            raise RuntimeError("restore() without an active perturbation")
-        self._call("coevo_restore")
-        self._active = None
-
-    @contextmanager
-    def perturbed(self, perturbation: Perturbation) -> Iterator[None]:
-        self.perturb(perturbation)
-        try:
-            yield
-        finally:
-            self.restore()
-
-    def apply_update(self, update: Update) -> None:
-        if self._active is not None:
-            raise RuntimeError(f"apply_update() while perturbed by {self._active}; call restore() first")
-        self._call("coevo_apply_update", list(update.seeds), list(update.coeffs), update.alpha, update.optimizer.model_dump())
-
-    def weights_sha256(self) -> str:
-        return self._call("coevo_weights_sha256")
-
-    def canonical_sums(self) -> dict[str, float]:
-        """Per canonical parameter, the sum of its live values (for comparing with a transformers model)."""
-        return self._call("coevo_sums")

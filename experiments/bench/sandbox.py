@@ -5,7 +5,12 @@ returning through a ``multiprocessing.Queue``, no further isolation. Both evalua
 candidates (a trivial one on the probe task, and each importable task's seed heuristic), both
 score in the parent with the task's validator, both run ``--workers`` candidates at a time.
 
-Usage: ``python experiments/bench/sandbox.py [--candidates N] [--seed-candidates M] [--limit L] [--json]``
+The trivial candidate is timed twice: from a bare process, and from one that holds model-sized
+memory (``--parent-mb``), because the baseline forks the evaluating process and coevo's runner
+holds its model's weights; coevo's fork server does not depend on the parent's size.
+
+Usage: ``python experiments/bench/sandbox.py [--candidates N] [--seed-candidates M] [--limit L]
+[--parent-mb MB] [--json]``
 """
 
 from __future__ import annotations
@@ -15,11 +20,15 @@ import json
 import multiprocessing
 import os
 import queue
+import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import numpy as np
+import psutil
 
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.probe import ProbeTask
@@ -38,13 +47,13 @@ class Row:
     baseline_per_s: float
     ratio: float
     coevo_overhead_ms: float
-    """Sequential wall time per candidate minus the in-process time of its heuristic."""
+    """Median sequential wall time per candidate minus the in-process time of its heuristic."""
     all_valid: bool
 
 
-def distinct_copies(code: str, count: int) -> list[str]:
+def distinct_copies(code: str, count: int, tag: str) -> list[str]:
     """Copies that differ in a comment, so no cache can answer for them."""
-    return [f"{code}\n# copy {index}\n" for index in range(count)]
+    return [f"{code}\n# {tag}, copy {index}\n" for index in range(count)]
 
 
 def instances_of(task: Task, limit: int | None) -> list[Instance]:
@@ -71,6 +80,11 @@ def baseline_evaluate(code: str, task: Task, instances: list[Instance], timeout:
         solutions = results.get(timeout=timeout)
     except queue.Empty:
         solutions = None
+    try:
+        for child in psutil.Process(process.pid).children(recursive=True):  # LLM4AD's clean-up
+            child.kill()
+    except psutil.NoSuchProcess:
+        pass
     process.kill()
     process.join()
     results.close()
@@ -94,41 +108,43 @@ def in_process_seconds(code: str, task: Task, instances: list[Instance]) -> floa
     return time.perf_counter() - start
 
 
-def measure(label: str, task: Task, code: str, count: int, limit: int | None, workers: int, limits: Limits) -> Row:
-    codes = distinct_copies(code, count)
+def measure(label: str, task: Task, code: str, count: int, limit: int | None, args: argparse.Namespace) -> Row:
+    """Median throughput of both designs on distinct copies of ``code``, and coevo's overhead.
+
+    The two designs alternate round by round, so both see the same load on a shared machine.
+    """
+    limits = Limits(instance_seconds=30, candidate_seconds=300)
     instances = instances_of(task, limit)
-    with Evaluator(task, "search", limit=limit, limits=limits, workers=workers) as evaluator:
+    coevo_rates, baseline_rates, sequential, valid = [], [], [], True
+    with Evaluator(task, "search", limit=limit, limits=limits, workers=args.workers) as evaluator:
         evaluator.evaluate(code)  # start the fork server outside the timed region
-        start = time.perf_counter()
-        results = evaluator.evaluate_many(codes)
-        coevo_seconds = time.perf_counter() - start
-    with Evaluator(task, "search", limit=limit, limits=limits, workers=1) as evaluator:
-        evaluator.evaluate(code)
-        sequential = distinct_copies(code + "# sequential", max(3, count // 4))
-        start = time.perf_counter()
-        for candidate in sequential:
-            evaluator.evaluate(candidate)
-        per_candidate = (time.perf_counter() - start) / len(sequential)
-    overhead = per_candidate - in_process_seconds(code, task, instances)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        start = time.perf_counter()
-        baseline_valid = list(
-            pool.map(lambda candidate: baseline_evaluate(candidate, task, instances, limits.candidate_seconds), codes)
-        )
-        baseline_seconds = time.perf_counter() - start
+        for round_index in range(args.rounds):
+            codes = distinct_copies(code, count, f"round {round_index}")
+            start = time.perf_counter()
+            valid &= all(result.valid for result in evaluator.evaluate_many(codes))
+            coevo_rates.append(count / (time.perf_counter() - start))
+            with ThreadPoolExecutor(max_workers=args.workers) as pool:
+                start = time.perf_counter()
+                valid &= all(pool.map(lambda one: baseline_evaluate(one, task, instances, limits.candidate_seconds), codes))
+                baseline_rates.append(count / (time.perf_counter() - start))
+            for candidate in distinct_copies(code, max(3, count // (4 * args.rounds)), f"sequential {round_index}"):
+                start = time.perf_counter()
+                evaluator.evaluate(candidate)
+                sequential.append(time.perf_counter() - start)
+    coevo_rate, baseline_rate = statistics.median(coevo_rates), statistics.median(baseline_rates)
     return Row(
         candidate=label,
         candidates=count,
         n_instances=len(instances),
-        coevo_per_s=count / coevo_seconds,
-        baseline_per_s=count / baseline_seconds,
-        ratio=baseline_seconds / coevo_seconds,
-        coevo_overhead_ms=1000 * overhead,
-        all_valid=all(result.valid for result in results) and all(baseline_valid),
+        coevo_per_s=coevo_rate,
+        baseline_per_s=baseline_rate,
+        ratio=coevo_rate / baseline_rate,
+        coevo_overhead_ms=1000 * (statistics.median(sequential) - in_process_seconds(code, task, instances)),
+        all_valid=valid,
     )
 
 
-def seed_rows(args: argparse.Namespace, limits: Limits) -> tuple[list[Row], list[str]]:
+def seed_rows(args: argparse.Namespace) -> tuple[list[Row], list[str]]:
     rows, skipped = [], []
     for name in TASK_NAMES:
         try:
@@ -137,30 +153,46 @@ def seed_rows(args: argparse.Namespace, limits: Limits) -> tuple[list[Row], list
         except (ImportError, NotImplementedError, OSError) as error:
             skipped.append(f"{name} ({type(error).__name__})")
             continue
-        rows.append(measure(f"{name} seed", task, code, args.seed_candidates, args.limit, args.workers, limits))
+        rows.append(measure(f"{name} seed", task, code, args.seed_candidates, args.limit, args))
     return rows, skipped
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--candidates", type=int, default=200, help="trivial candidates to evaluate")
-    parser.add_argument("--seed-candidates", type=int, default=8, help="copies of each task's seed (0: skip)")
+    parser.add_argument("--candidates", type=int, default=100, help="trivial candidates per round")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; medians are reported")
+    parser.add_argument("--seed-candidates", type=int, default=4, help="copies of each task's seed per round (0: skip)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N search instances of each task")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--parent-mb",
+        type=int,
+        default=540,
+        help="also time the trivial candidate with this much memory resident in the evaluating process "
+        "(540 MB: SmolLM2-135M in fp32, as the coevo runner holds it); 0 to skip",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args()
-    limits = Limits(instance_seconds=30, candidate_seconds=300)
-    rows = [measure("trivial", ProbeTask(), TRIVIAL_CODE, args.candidates, None, args.workers, limits)]
-    more, skipped = seed_rows(args, limits) if args.seed_candidates > 0 else ([], [])
+    rows = [measure("trivial", ProbeTask(), TRIVIAL_CODE, args.candidates, None, args)]
+    if args.parent_mb:
+        # The baseline forks the evaluating process; in coevo that process holds the model.
+        model_weights = np.ones(args.parent_mb * 2**20 // 8)
+        label = f"trivial, parent {args.parent_mb} MB"
+        rows.append(measure(label, ProbeTask(), TRIVIAL_CODE, args.candidates, None, args))
+        del model_weights
+    more, skipped = seed_rows(args) if args.seed_candidates > 0 else ([], [])
     rows += more
     if args.json:
         print(json.dumps({"workers": args.workers, "rows": [asdict(row) for row in rows], "skipped": skipped}))
         return
-    print(f"workers={args.workers}  (baseline: one multiprocessing.Process + Queue per candidate)")
-    print(f"{'candidate':<22}{'n':>5}{'inst':>6}{'coevo/s':>10}{'base/s':>10}{'ratio':>8}{'overhead ms':>13}  valid")
+    print(
+        f"workers={args.workers}, medians of {args.rounds} alternating rounds "
+        "(baseline: one multiprocessing.Process + Queue per candidate)"
+    )
+    print(f"{'candidate':<24}{'n':>5}{'inst':>6}{'coevo/s':>10}{'base/s':>10}{'ratio':>8}{'overhead ms':>13}  valid")
     for row in rows:
         print(
-            f"{row.candidate:<22}{row.candidates:>5}{row.n_instances:>6}{row.coevo_per_s:>10.1f}"
+            f"{row.candidate:<24}{row.candidates:>5}{row.n_instances:>6}{row.coevo_per_s:>10.1f}"
             f"{row.baseline_per_s:>10.1f}{row.ratio:>7.2f}x{row.coevo_overhead_ms:>13.2f}  {row.all_valid}"
         )
     if skipped:

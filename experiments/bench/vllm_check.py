@@ -81,27 +81,28 @@ def main() -> int:
     backend, results["load_s"] = timed(
         lambda: VLLMBackend(args.model, dtype=args.dtype, gpu_memory_utilization=0.5, seed=0)
     )
-    results["evolved_weights"] = backend.num_evolved
+    host = backend.host
+    results["evolved_weights"] = host.num_evolved
     conversations = [[{"role": "user", "content": prompt}] for prompt in PROMPTS]
     greedy = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0.0)
 
     def generate() -> list[str]:
         return [c.text for c in backend.generate(conversations, greedy)]
 
-    base_sha, results["sha256_s"] = timed(backend.weights_sha256)
+    base_sha, results["sha256_s"] = timed(host.weights_sha256)
     base_id, results["weights_id_s"] = timed(lambda: backend.weights_id)
     base, seconds = timed(lambda: backend.generate(conversations, greedy))
     results["batch8_tokens_per_s"] = sum(c.completion_tokens for c in base) / seconds
     base_texts = [c.text for c in base]
     perturbation = Perturbation(seed=args.seed, sigma=args.sigma)
 
-    _, results["perturb_s"] = timed(lambda: backend.perturb(perturbation))
+    _, results["perturb_s"] = timed(lambda: host.perturb(perturbation))
     perturbed_id = backend.weights_id
     perturbed_texts = generate()
-    vllm_sums = backend.canonical_sums()
-    _, results["restore_s"] = timed(backend.restore)
+    vllm_sums = host.canonical_sums()
+    _, results["restore_s"] = timed(host.restore)
 
-    check("restore_is_exact", backend.weights_sha256() == base_sha)
+    check("restore_is_exact", host.weights_sha256() == base_sha)
     check("weights_id_tracks_perturbation", perturbed_id != base_id == backend.weights_id)
     results["outputs_changed"] = sum(a != b for a, b in zip(base_texts, perturbed_texts))
     check("outputs_change_under_perturbation", results["outputs_changed"] > 0)
@@ -114,8 +115,8 @@ def main() -> int:
         check("same_noise_as_transformers", not mismatched and set(reference) == set(vllm_sums))
 
     update = Update(seeds=(args.seed, args.seed + 1), coeffs=(1.0, -0.5), alpha=args.sigma)
-    _, results["apply_update_s"] = timed(lambda: backend.apply_update(update))
-    check("update_moves_weights", backend.weights_sha256() != base_sha and backend.weights_id != base_id)
+    _, results["apply_update_s"] = timed(lambda: host.apply_update(update))
+    check("update_moves_weights", host.weights_sha256() != base_sha and backend.weights_id != base_id)
     results["updated_sample"] = generate()[0][:120]
 
     print(json.dumps(results, indent=2))

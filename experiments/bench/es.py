@@ -1,0 +1,291 @@
+"""ES speed, memory and exactness on the embedded SmolLM2-135M (fp32, this CPU): issue 3's figures.
+
+Usage: python experiments/bench/es.py [--json] [--quick]
+
+Figures (targets in TARGETS):
+- perturb_speedup: perturb + restore of every parameter with the reference scheme (a torch.Generator
+  per tensor seeded from seed and name, randn in 8M-element chunks, add then subtract in place) over
+  coevo's TorchWeightsHost (counter-based noise fused into the memory pass), both in place.
+- es_over_inference: one ES generation (N=8 members, each generating for the same 8 prompts as one
+  batch under its own full-rank perturbation, inplace host, plus the update) over the same 8 batched
+  generations with no perturbation. Rounds interleave plain and perturbed generations, so both see the
+  same machine load.
+- lowrank_throughput_ratio: tokens/s of one batch-8 generation in which row i runs under low-rank
+  member i (factor set-up included) over tokens/s of plain batch-8 generation of the same prompts.
+- mem_es_over_inference, mem_es_over_backprop: peak RSS of fresh processes that run an inplace ES
+  generation, plain inference, and one AdamW full fine-tuning step on the same batch.
+- drift_inplace_rms: rms weight drift after 1000 inplace perturb/restore cycles over the rms of one
+  typical update (N=8, alpha 5e-4). Drift is per element, so it is measured on three transformer
+  layers and the final norm (about a tenth of the weights) to keep the run short.
+Every generation is greedy with exactly `new_tokens` new tokens, so timings compare token for token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import operator
+import resource
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from coevo.es.engine import ESConfig, ESEngine
+from coevo.es.host import TorchWeightsHost, canonical_parameters
+from coevo.es.lowrank import LowRankHost
+from coevo.es.perturbation import Perturbation
+from coevo.llm.hf import load_causal_lm
+
+TARGETS: dict[str, tuple[str, float]] = {
+    "perturb_speedup": (">=", 4.0),
+    "es_over_inference": ("<=", 1.15),
+    "lowrank_throughput_ratio": (">=", 0.8),
+    "mem_es_over_inference": ("<=", 1.10),
+    "mem_es_over_backprop": ("<=", 0.35),
+    "drift_inplace_rms": ("<", 0.01),
+}
+COMPARE: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
+
+TOPICS = ["sorting a list", "a prime test", "reversing a string", "binary search",
+          "a word counter", "the fibonacci numbers", "merging two dicts", "a matrix transpose"]
+PROMPTS = [f"Write a short Python function for {topic}." for topic in TOPICS]
+POPULATION = 8
+SIGMA = 1e-3  # the reference's sigma_0 (REFERENCES section 1)
+ALPHA = 5e-4
+REFERENCE_CHUNK = 8 * 2**20  # elements per randn call in the reference scheme
+DRIFT_SCOPE = r"^model\.(layers\.(0|15|29)\.|norm\.)"
+
+
+@dataclass(frozen=True)
+class Settings:
+    quick: bool
+    new_tokens: int
+    perturb_repeats: int
+    drift_cycles: int
+
+    @classmethod
+    def of(cls, quick: bool) -> Settings:
+        if quick:
+            return cls(quick, new_tokens=8, perturb_repeats=1, drift_cycles=100)
+        return cls(quick, new_tokens=64, perturb_repeats=3, drift_cycles=1000)
+
+
+def prompt_batch(tokenizer) -> dict[str, torch.Tensor]:
+    """The 8 fixed prompts, chat-formatted and left-padded into one batch."""
+    texts = [
+        tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+        for p in PROMPTS
+    ]
+    return dict(tokenizer(texts, return_tensors="pt", padding=True))
+
+
+def generate(model, batch: dict[str, torch.Tensor], new_tokens: int) -> torch.Tensor:
+    """Greedy decoding of exactly `new_tokens` tokens per row (returns the new tokens only)."""
+    with torch.no_grad():
+        out = model.generate(**batch, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+    return out[:, batch["input_ids"].shape[1] :]
+
+
+def distinct_token_reward(new_tokens: torch.Tensor) -> float:
+    """A cheap stand-in reward (distinct tokens per row); its value does not affect any timing."""
+    return float(np.mean([len(set(row.tolist())) for row in new_tokens]))
+
+
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+# --- 1. perturb + restore ---------------------------------------------------------------------------
+
+
+def reference_perturb_restore(model: torch.nn.Module, seed: int, sigma: float) -> None:
+    """The reference scheme: per tensor, a torch.Generator seeded from (seed, name), randn in chunks."""
+    for sign in (1.0, -1.0):
+        for name, param in canonical_parameters(model):
+            generator = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+            flat = param.detach().view(-1)
+            for start in range(0, flat.numel(), REFERENCE_CHUNK):
+                chunk = flat[start : start + REFERENCE_CHUNK]
+                chunk.add_(torch.randn(chunk.numel(), generator=generator), alpha=sign * sigma)
+
+
+def measure_perturb(model: torch.nn.Module, settings: Settings) -> dict[str, float]:
+    host = TorchWeightsHost(model, scope="full", restore="inplace")
+    member = Perturbation(seed=1, sigma=SIGMA)
+
+    def coevo_cycle() -> None:
+        host.perturb(member)
+        host.restore()
+
+    coevo_cycle()  # JIT warm-up (numba caches compiled kernels on disk, but loads them lazily)
+    reference, coevo = [], []
+    for _ in range(settings.perturb_repeats):  # interleaved; min over repeats is robust to a busy CPU
+        reference.append(timed(lambda: reference_perturb_restore(model, 1, SIGMA)))
+        coevo.append(timed(coevo_cycle))
+    return {
+        "perturb_restore_reference_s": min(reference),
+        "perturb_restore_coevo_s": min(coevo),
+        "perturb_speedup": min(reference) / min(coevo),
+    }
+
+
+# --- 2, 3. generation time: full-rank ES and low-rank batched ES vs plain inference ------------------
+
+
+def measure_generation(model, tokenizer, settings: Settings) -> dict[str, float]:
+    batch = prompt_batch(tokenizer)
+    host = TorchWeightsHost(model, scope="full", restore="inplace")
+    engine = ESEngine(ESConfig(population_size=POPULATION, sigma=SIGMA, alpha=ALPHA), host)
+    lowrank = LowRankHost(model, rank=1)
+    members = engine.ask()
+    generate(model, batch, 2)  # warm-up
+
+    def lowrank_generation() -> None:
+        with lowrank.population(members, range(len(PROMPTS))):
+            generate(model, batch, settings.new_tokens)
+
+    plain_s, lowrank_s, member_s, rewards = [], [], [], []
+    for member in members:
+        plain_s.append(timed(lambda: generate(model, batch, settings.new_tokens)))
+        started = time.perf_counter()
+        with host.perturbed(member):
+            rewards.append(distinct_token_reward(generate(model, batch, settings.new_tokens)))
+        member_s.append(time.perf_counter() - started)
+        lowrank_s.append(timed(lowrank_generation))
+    tell_s = timed(lambda: engine.tell(members, rewards))
+    tokens = len(PROMPTS) * settings.new_tokens
+    return {
+        "inference_generation_s": sum(plain_s),
+        "es_generation_s": sum(member_s) + tell_s,
+        "es_update_s": tell_s,
+        "es_over_inference": (sum(member_s) + tell_s) / sum(plain_s),
+        "plain_tokens_per_s": tokens * len(plain_s) / sum(plain_s),
+        "lowrank_tokens_per_s": tokens * len(lowrank_s) / sum(lowrank_s),
+        "lowrank_throughput_ratio": sum(plain_s) / sum(lowrank_s),
+    }
+
+
+# --- 4. peak memory, each workload in a fresh process -----------------------------------------------
+
+
+def run_probe(kind: str, settings: Settings) -> int:
+    """Run one workload in this (fresh) process and return its peak RSS in bytes."""
+    model, tokenizer = load_causal_lm()
+    batch = prompt_batch(tokenizer)
+    if kind == "inference":
+        generate(model, batch, settings.new_tokens)
+    elif kind == "es":
+        # Two members suffice: every member reuses the same memory; the update is part of the peak.
+        host = TorchWeightsHost(model, scope="full", restore="inplace")
+        engine = ESEngine(ESConfig(population_size=2, sigma=SIGMA, alpha=ALPHA), host)
+        members = engine.ask()
+        rewards = []
+        for member in members:
+            with host.perturbed(member):
+                rewards.append(distinct_token_reward(generate(model, batch, settings.new_tokens)))
+        engine.tell(members, rewards)
+    elif kind == "backprop":
+        continuation = torch.randint(0, model.config.vocab_size, (len(PROMPTS), settings.new_tokens),
+                                     generator=torch.Generator().manual_seed(0))
+        input_ids = torch.cat([batch["input_ids"], continuation], dim=1)
+        attention_mask = torch.cat([batch["attention_mask"], torch.ones_like(continuation)], dim=1)
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=input_ids).loss
+        loss.backward()
+        optimizer.step()
+    else:
+        raise ValueError(f"unknown probe {kind!r}; expected inference, es or backprop")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def measure_memory(settings: Settings) -> dict[str, float]:
+    peaks = {}
+    for kind in ("inference", "es", "backprop"):
+        command = [sys.executable, __file__, "--probe", kind] + (["--quick"] if settings.quick else [])
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"memory probe {kind} failed: {result.stderr.strip().splitlines()[-1:]}")
+        peaks[kind] = int(result.stdout.strip().splitlines()[-1])
+    return {
+        "peak_rss_inference_mib": peaks["inference"] / 2**20,
+        "peak_rss_es_mib": peaks["es"] / 2**20,
+        "peak_rss_backprop_mib": peaks["backprop"] / 2**20,
+        "mem_es_over_inference": peaks["es"] / peaks["inference"],
+        "mem_es_over_backprop": peaks["es"] / peaks["backprop"],
+    }
+
+
+# --- 5. inplace drift ------------------------------------------------------------------------------
+
+
+def measure_drift(model: torch.nn.Module, settings: Settings) -> dict[str, float]:
+    host = TorchWeightsHost(model, scope=DRIFT_SCOPE, restore="inplace")
+    params = dict(canonical_parameters(model))
+    start = {name: params[name].detach().clone() for name in host.parameter_names}
+
+    def rms_change() -> float:
+        squares = sum(float((params[n].detach() - start[n]).double().square().sum()) for n in start)
+        return (squares / sum(t.numel() for t in start.values())) ** 0.5
+
+    for cycle in range(settings.drift_cycles):
+        host.perturb(Perturbation(seed=10_000 + cycle, sigma=SIGMA))
+        host.restore()
+    drift = rms_change()
+    with torch.no_grad():
+        for name, tensor in start.items():
+            params[name].copy_(tensor)
+    engine = ESEngine(ESConfig(population_size=POPULATION, sigma=SIGMA, alpha=ALPHA), host)
+    members = engine.ask()
+    engine.tell(members, list(np.random.default_rng(0).normal(size=len(members))))
+    update_rms = rms_change()
+    return {"drift_rms": drift, "update_rms": update_rms, "drift_inplace_rms": drift / update_rms}
+
+
+# --- report ----------------------------------------------------------------------------------------
+
+
+def run_all(settings: Settings) -> dict[str, float]:
+    model, tokenizer = load_causal_lm()
+    results: dict[str, float] = {"new_tokens": settings.new_tokens, "population": POPULATION, "torch_threads": torch.get_num_threads()}
+    results.update(measure_perturb(model, settings))
+    results.update(measure_generation(model, tokenizer, settings))
+    results.update(measure_drift(model, settings))
+    results.update(measure_memory(settings))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--quick", action="store_true", help="8 tokens, 1 repeat, 100 drift cycles")
+    parser.add_argument("--probe", choices=["inference", "es", "backprop"], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    settings = Settings.of(args.quick)
+    if args.probe:
+        print(run_probe(args.probe, settings))
+        return 0
+    results = run_all(settings)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    for name, value in results.items():
+        line = f"{name:28s} {value:12.4g}"
+        if name in TARGETS:
+            relation, bound = TARGETS[name]
+            verdict = "ok" if COMPARE[relation](value, bound) else "MISSED"
+            line += f"   target {relation} {bound:<5g} {verdict}"
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

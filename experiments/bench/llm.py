@@ -1,0 +1,144 @@
+"""LLM throughput on the embedded SmolLM2: in-process batch 1 vs batch 8, and served at concurrency 8.
+
+Usage: python experiments/bench/llm.py [--json] [--tokens N]
+
+The same 8 seeded requests run three ways: one at a time in-process, as one batch of 8 in-process, and
+through `coevo serve` (a separate process) + `OpenAICompatLLM` with 8 requests in flight. Per-request
+seeds make all three produce the same tokens, so the token counts are equal and the timings compare
+directly. Targets: batch8_over_batch1 >= 3, served_over_inprocess >= 0.85.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import httpx
+
+from coevo.llm.base import Completion, Message, SamplingParams
+from coevo.llm.hf import DEFAULT_MODEL, HFBackend
+from coevo.llm.openai_compat import OpenAICompatLLM
+from coevo.llm.seeds import request_seed
+
+TOPICS = ["a lighthouse keeper", "a robot chef", "a lost cat", "a desert city",
+          "a time traveller", "a deep-sea diver", "a mountain village", "a clockmaker"]
+REQUESTS: list[list[Message]] = [
+    [{"role": "user", "content": f"Write a long, detailed story about {topic}."}] for topic in TOPICS
+]
+SERVER_START_TIMEOUT_S = 180.0
+SERVE_COMMAND = [sys.executable, "-m", "coevo.cli", "serve"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Generated tokens and the wall time they took; texts let the modes be checked for equality."""
+
+    tokens: int
+    seconds: float
+    texts: tuple[str, ...]
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+    def to_json(self) -> dict[str, float]:
+        return {"tokens": self.tokens, "seconds": round(self.seconds, 3), "tokens_per_s": round(self.tokens_per_s, 2)}
+
+
+def _timed(run: Callable[[], list[Completion]]) -> Measurement:
+    started = time.perf_counter()
+    completions = run()
+    seconds = time.perf_counter() - started
+    return Measurement(sum(c.completion_tokens for c in completions), seconds, tuple(c.text for c in completions))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _start_server(model: str, port: int, log: object) -> subprocess.Popen[bytes]:
+    """`coevo serve` in its own process; returns once /v1/models answers."""
+    command = [*SERVE_COMMAND, "--model", model, "--port", str(port)]
+    server = subprocess.Popen(command, stdout=log, stderr=log)  # type: ignore[arg-type]
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"`{' '.join(command)}` exited with {server.returncode}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    server.kill()
+    raise RuntimeError(f"`{' '.join(command)}` did not answer within {SERVER_START_TIMEOUT_S:g} s")
+
+
+def run(model: str, max_new_tokens: int) -> dict[str, object]:
+    """All three measurements in one process (the server in a child process), plus the ratios."""
+    backend = HFBackend.load(model, max_batch_size=len(REQUESTS))
+    sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, seed=2024)
+    items = [(messages, replace(sampling, seed=request_seed(sampling.seed, i))) for i, messages in enumerate(REQUESTS)]
+    backend.generate(REQUESTS[:1], replace(sampling, max_new_tokens=4))  # warm-up: first-call allocations
+
+    def one_at_a_time() -> list[Completion]:
+        return [c for item in items for c in backend.generate_each([item])]
+
+    batch1 = _timed(one_at_a_time)
+    batch8 = _timed(lambda: backend.generate_each(items))
+
+    port = _free_port()
+    with tempfile.TemporaryFile() as log:
+        server = _start_server(model, port, log)
+        try:
+            with OpenAICompatLLM(f"http://127.0.0.1:{port}/v1", backend.name, concurrency=len(REQUESTS)) as client:
+                client.generate(REQUESTS[:1], replace(sampling, max_new_tokens=4))  # warm-up, as in-process
+                served = _timed(lambda: client.generate(REQUESTS, sampling))
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+    return {
+        "model": model,
+        "max_new_tokens": max_new_tokens,
+        "requests": len(REQUESTS),
+        "inprocess_batch1": batch1.to_json(),
+        "inprocess_batch8": batch8.to_json(),
+        "served_concurrency8": served.to_json(),
+        "same_text_in_all_three": batch1.texts == batch8.texts == served.texts,
+        "batch8_over_batch1": round(batch8.tokens_per_s / batch1.tokens_per_s, 3),
+        "served_over_inprocess": round(served.tokens_per_s / batch8.tokens_per_s, 3),
+        "targets": {"batch8_over_batch1": 3.0, "served_over_inprocess": 0.85},
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="embedded model name or local model directory")
+    parser.add_argument("--tokens", type=int, default=48, help="max new tokens per request")
+    args = parser.parse_args(argv)
+    result = run(args.model, args.tokens)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    for mode in ("inprocess_batch1", "inprocess_batch8", "served_concurrency8"):
+        row = result[mode]
+        print(f"{mode:22s} {row['tokens']:5d} tokens {row['seconds']:8.2f} s {row['tokens_per_s']:8.2f} tok/s")  # type: ignore[index]
+    print(f"same text in all three: {result['same_text_in_all_three']}")
+    print(f"batch8_over_batch1    {result['batch8_over_batch1']}  (target >= 3)")
+    print(f"served_over_inprocess {result['served_over_inprocess']}  (target >= 0.85)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""The shared evaluator: verdicts, scoring in the parent, the JSON contract, caching, parallelism."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import psutil
+import pytest
+
+from coevo.evaluate import Evaluator, Limits
+from coevo.evaluate.channel import ChannelError, decode_solution, encode_solution
+from coevo.evaluate.evaluator import JSON_FIELDS
+from coevo.evaluate.probe import ProbeTask
+from tasks import TASK_NAMES, get_task
+from tasks.base import InvalidSolution
+from tasks.references import gap_pct
+
+LIMITS = Limits(instance_seconds=3.0, candidate_seconds=5.0, memory_mb=512)
+SEED = ProbeTask().seed_code()
+
+
+class MaximisingProbe(ProbeTask):
+    """The probe task reported with the opposite natural sign."""
+
+    sense = "max"
+
+
+@pytest.fixture(scope="module")
+def evaluator() -> Iterator[Evaluator]:
+    with Evaluator(ProbeTask(), limits=LIMITS) as shared:
+        yield shared
+
+
+def smallest_values(split: str = "search") -> list[float]:
+    return [float(inst["values"].min()) for group in ProbeTask().groups(split) for inst in group.instances]
+
+
+def count_sandbox_runs(evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    run = evaluator.sandbox.run
+
+    def counting(code: str, *args: object) -> object:
+        calls.append(code)
+        return run(code, *args)
+
+    monkeypatch.setattr(evaluator.sandbox, "run", counting)
+    return calls
+
+
+def test_valid_candidate_is_scored_by_the_task(evaluator: Evaluator) -> None:
+    result = evaluator.evaluate(SEED)
+    assert result.valid and result.reason is None
+    assert result.per_instance == pytest.approx(smallest_values())
+    assert result.objective == pytest.approx(float(np.mean(smallest_values())))
+    assert result.n_instances == len(smallest_values())
+    assert result.code_hash == hashlib.sha256(SEED.encode()).hexdigest()
+    assert result.gap_pct is None  # the probe task ships no references
+
+
+def test_json_contract(evaluator: Evaluator) -> None:
+    for code in (SEED, "def pick(values):\n    return 99\n"):
+        payload = json.loads(json.dumps(evaluator.evaluate(code).to_json()))
+        assert list(payload) == list(JSON_FIELDS)
+        assert (payload["reason"] is None) == payload["valid"] == (payload["objective"] is not None)
+
+
+def test_invalid_candidates_do_not_stop_the_batch(evaluator: Evaluator) -> None:
+    codes = ["def pick(values):\n    return -3\n", SEED + "# twin\n", "def pick(values):\n    raise ValueError('no')\n"]
+    first, second, third = evaluator.evaluate_many(codes)
+    assert first.reason == "instance 1/4 (n8): index -3 is out of range 0..7"
+    assert second.valid
+    assert third.reason == "instance 1/4 (n8): pick raised ValueError: no"
+
+
+def test_results_are_cached_in_memory(evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = count_sandbox_runs(evaluator, monkeypatch)
+    code = SEED + "# memory cache\n"
+    first = evaluator.evaluate(code)
+    assert evaluator.evaluate(code) == first
+    assert calls == [code]
+
+
+def test_evaluate_many_deduplicates_and_keeps_order(evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = count_sandbox_runs(evaluator, monkeypatch)
+    zero, one = (f"def pick(values):\n    return {index}\n# order\n" for index in (0, 1))
+    results = evaluator.evaluate_many([zero, one, zero])
+    assert sorted(calls) == sorted([zero, one])
+    assert results[0] == results[2]
+    assert results[1].per_instance == pytest.approx(
+        [float(inst["values"][1]) for group in ProbeTask().groups("search") for inst in group.instances]
+    )
+
+
+def test_results_are_cached_on_disk(tmp_path: Path) -> None:
+    with Evaluator(ProbeTask(), limits=LIMITS, cache_dir=tmp_path) as first:
+        computed = first.evaluate(SEED)
+    with Evaluator(ProbeTask(), limits=LIMITS, cache_dir=tmp_path) as second:
+        second.sandbox.run = None  # type: ignore[method-assign] - any sandbox use would crash
+        assert second.evaluate(SEED) == computed
+        assert second.sandbox.server_pid is None
+
+
+def test_cache_separates_instance_sets_and_limits(tmp_path: Path) -> None:
+    with Evaluator(ProbeTask(), limits=LIMITS, cache_dir=tmp_path) as full:
+        full.evaluate(SEED)
+    with Evaluator(ProbeTask(), limit=2, limits=LIMITS, cache_dir=tmp_path) as limited:
+        result = limited.evaluate(SEED)
+    assert result.n_instances == 2
+    assert result.per_instance == pytest.approx(smallest_values()[:2])
+    sleeper = "import time\n\ndef pick(values):\n    time.sleep(0.3)\n    return 0\n"
+    with Evaluator(ProbeTask(), limits=Limits(instance_seconds=0.2), cache_dir=tmp_path) as tight:
+        assert not tight.evaluate(sleeper).valid
+    with Evaluator(ProbeTask(), limits=LIMITS, cache_dir=tmp_path) as loose:
+        assert loose.evaluate(sleeper).valid  # not the cached verdict of the tighter limits
+    assert len(list(tmp_path.glob("*.json"))) == 4
+
+
+def test_candidates_run_in_parallel() -> None:
+    sleepers = [f"import time\n\ndef pick(values):\n    time.sleep(0.5)\n    return {i}\n" for i in range(2)]
+    with Evaluator(ProbeTask(), limit=2, limits=LIMITS, workers=2) as evaluator:
+        evaluator.evaluate(SEED)
+        batch = threading.Thread(target=evaluator.evaluate_many, args=(sleepers,))
+        batch.start()
+        server = psutil.Process(evaluator.sandbox.server_pid)
+        most_at_once, deadline = 0, time.monotonic() + 5
+        while batch.is_alive() and time.monotonic() < deadline:
+            running = {child.pid for child in server.children()} - evaluator.sandbox.spare_pids()
+            most_at_once = max(most_at_once, len(running))
+            time.sleep(0.01)
+        batch.join()
+    assert most_at_once == 2
+
+
+def test_natural_sign_follows_the_task_sense() -> None:
+    with Evaluator(MaximisingProbe(), limits=LIMITS) as evaluator:
+        result = evaluator.evaluate(SEED)
+    assert result.objective == pytest.approx(-float(np.mean(smallest_values())))
+
+
+def test_gap_uses_shipped_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    references = np.full(len(smallest_values()), 0.05)
+    monkeypatch.setattr("coevo.evaluate.evaluator.group_references", lambda task, split, group: references)
+    with Evaluator(ProbeTask(), limits=LIMITS) as evaluator:
+        result = evaluator.evaluate(SEED)
+    assert result.gap_pct == pytest.approx(gap_pct(smallest_values(), references))
+
+
+def test_code_generating_helpers_work_in_the_sandbox(evaluator: Evaluator) -> None:
+    code = (
+        "import collections, dataclasses, heapq, itertools, math, statistics, operator, random\n"
+        "import numpy as np\n\n"
+        "Pair = collections.namedtuple('Pair', 'value index')\n\n"
+        "@dataclasses.dataclass(frozen=True)\n"
+        "class Best:\n    index: int\n\n"
+        "def pick(values):\n"
+        "    pairs = [Pair(float(v), i) for i, v in enumerate(values)]\n"
+        "    heapq.heapify(pairs)\n"
+        "    assert math.isfinite(statistics.mean(values)) and np.random.default_rng(1).random() < 1\n"
+        "    return Best(operator.attrgetter('index')(pairs[0])).index\n"
+    )
+    result = evaluator.evaluate(code)
+    assert result.valid, result.reason
+    assert result.per_instance == pytest.approx(smallest_values())
+
+
+def test_channel_round_trips_plain_data_only() -> None:
+    solution = {"tour": np.arange(5, dtype=np.int32), "cost": math.inf, "pair": (1, [2.5, None])}
+    decoded = decode_solution(json.loads(json.dumps(encode_solution(solution))))
+    assert decoded["tour"].dtype == np.int32 and decoded["tour"].tolist() == [0, 1, 2, 3, 4]
+    assert decoded["cost"] == math.inf and decoded["pair"] == (1, [2.5, None])
+    with pytest.raises(InvalidSolution, match="contains a object"):
+        encode_solution([object()])
+    with pytest.raises(ChannelError):
+        decode_solution({"pickle": "gASV..."})
+
+
+def test_bad_arguments_fail_clearly() -> None:
+    with pytest.raises(ValueError, match="limits must be positive"):
+        Limits(instance_seconds=0)
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        Evaluator(ProbeTask(), limit=0)
+    with pytest.raises(KeyError, match="unknown task"):
+        Evaluator("no_such_task")
+
+
+def _seeded_tasks() -> list[str]:
+    names = []
+    for name in TASK_NAMES:
+        try:
+            get_task(name).seed_code()
+        except (ImportError, NotImplementedError, OSError):
+            continue
+        names.append(name)
+    return names
+
+
+@pytest.mark.parametrize("name", _seeded_tasks())
+def test_every_task_seed_runs_in_the_sandbox(name: str) -> None:
+    """The guards must not break real tasks: each seed heuristic is valid on one instance."""
+    with Evaluator(name, limit=1, limits=Limits(instance_seconds=60, candidate_seconds=120)) as evaluator:
+        result = evaluator.evaluate(evaluator.task.seed_code())
+    assert result.valid, result.reason
+    assert result.n_instances == 1 and math.isfinite(result.objective)

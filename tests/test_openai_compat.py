@@ -1,0 +1,282 @@
+"""The OpenAI-compatible client against the real `coevo serve` server on loopback, faults included.
+
+Faults come from a small HTTP proxy in front of the server that misbehaves on chosen requests (late,
+500, 429, malformed JSON, connection dropped) and forwards the rest, so retries meet a real server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from coevo.es.history import ESHistory, UpdateRecord, replay
+from coevo.es.noise import NOISE_VERSION
+from coevo.es.perturbation import Update
+from coevo.llm.base import LLM, SamplingParams
+from coevo.llm.hf import HFBackend
+from coevo.llm.openai_compat import LLMServerError, OpenAICompatLLM
+from coevo.llm.serve import HISTORY_FILENAME, ChatServer, load_run_weights, make_server, register
+from tiny_lm import build_tiny_llama, build_tiny_tokenizer
+
+pytestmark = pytest.mark.timeout(300)  # nothing may hang: a stuck retry loop fails the test
+
+CAT = [{"role": "user", "content": "the cat sat on the mat"}]
+COUNT = [{"role": "user", "content": "one two three four five six"}]
+SHORT = SamplingParams(max_new_tokens=6, temperature=1.0, seed=5)
+CLIENT_TIMEOUT_S = 6.0  # well above a tiny-model reply on a busy machine...
+SLOW_REPLY_S = 12.0  # ...and well below the injected delay
+
+
+@contextmanager
+def _serving(server: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = build_tiny_tokenizer()
+    build_tiny_llama(tokenizer.vocab_size).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def backend(model_dir: Path) -> HFBackend:
+    return HFBackend.load(str(model_dir))
+
+
+@pytest.fixture(scope="module")
+def server(backend: HFBackend) -> Iterator[ChatServer]:
+    with _serving(make_server(backend, port=0)) as running:
+        yield running
+
+
+@pytest.fixture
+def batch_sizes(backend: HFBackend, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Records the size of every batch the server's batcher hands to the backend."""
+    sizes: list[int] = []
+    real = backend.generate_each
+
+    def recording(items):  # type: ignore[no-untyped-def]
+        sizes.append(len(items))
+        return real(items)
+
+    monkeypatch.setattr(backend, "generate_each", recording)
+    return sizes
+
+
+class FaultProxy(ThreadingHTTPServer):
+    """Forwards to `upstream`; request number k (from 0) suffers `faults[k]` if there is one."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream: str, faults: dict[int, str] | Callable[[int], str | None]) -> None:
+        super().__init__(("127.0.0.1", 0), _FaultHandler)
+        self.upstream = upstream
+        self.fault_for = faults.get if isinstance(faults, dict) else faults
+        self.seen = 0
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def next_fault(self) -> str | None:
+        with self._lock:
+            number, self.seen = self.seen, self.seen + 1
+        return self.fault_for(number)
+
+
+class _FaultHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FaultProxy
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        fault = self.server.next_fault()
+        if fault == "drop":  # close the socket without a word
+            self.close_connection = True
+            return
+        if fault == "500":
+            self._reply(500, b'{"error": {"message": "injected failure"}}')
+        elif fault == "429":
+            self._reply(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "0"})
+        elif fault == "malformed":
+            self._reply(200, b'{"choices": [{"message": ')
+        else:
+            if fault == "slow":
+                time.sleep(SLOW_REPLY_S)
+            upstream = httpx.post(f"{self.server.upstream}{self.path[len('/v1'):]}", content=body, timeout=60)
+            try:
+                self._reply(upstream.status_code, upstream.content)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting: expected for "slow"
+                self.close_connection = True
+
+    def _reply(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def _client(url: str, model: str, **options: float) -> OpenAICompatLLM:
+    settings = {"timeout_s": 30.0, "max_retries": 3, "backoff_s": 0.05, "max_backoff_s": 0.2, **options}
+    return OpenAICompatLLM(url, model, **settings)  # type: ignore[arg-type]
+
+
+def _outcome(completion):  # type: ignore[no-untyped-def]
+    return completion.text, completion.completion_tokens, completion.finish_reason, completion.prompt_tokens
+
+
+def test_served_completions_equal_in_process_ones_and_are_batched(
+    server: ChatServer, backend: HFBackend, batch_sizes: list[int]
+) -> None:
+    with _client(server.url, backend.name, concurrency=4) as client:
+        assert isinstance(client, LLM) and not client.supports_weights
+        served = client.generate([CAT, COUNT, CAT, COUNT], SHORT)
+    served_batches = list(batch_sizes)
+    in_process = backend.generate([CAT, COUNT, CAT, COUNT], SHORT)
+
+    assert [_outcome(c) for c in served] == [_outcome(c) for c in in_process]
+    assert all(c.weights_id is None for c in served)
+    assert max(served_batches) > 1  # concurrent requests shared a forward pass
+    assert sum(served_batches) == 4
+
+
+def test_models_endpoint_lists_the_served_model(server: ChatServer, backend: HFBackend) -> None:
+    with _client(server.url, backend.name) as client:
+        assert client.list_models() == [backend.name]
+
+
+def test_unknown_model_fails_at_once_with_one_line(server: ChatServer) -> None:
+    proxy = FaultProxy(server.url, {})
+    with _serving(proxy), _client(proxy.url, "no-such-model") as client:
+        with pytest.raises(LLMServerError, match="not found") as info:
+            client.generate([CAT], SHORT)
+    assert "\n" not in str(info.value) and "no-such-model" in str(info.value)
+    assert proxy.seen == 1  # never retried
+
+
+def test_wrong_api_key_is_an_authentication_error(backend: HFBackend) -> None:
+    guarded = make_server(backend, port=0, api_key="right")
+    with _serving(guarded):
+        with OpenAICompatLLM(guarded.url, backend.name, api_key="wrong") as client:
+            with pytest.raises(LLMServerError, match="authentication failed") as info:
+                client.generate([CAT], SHORT)
+        assert "\n" not in str(info.value)
+        with OpenAICompatLLM(guarded.url, backend.name, api_key="right") as client:
+            assert client.generate([CAT], SHORT)[0].completion_tokens >= 1
+
+
+@pytest.mark.parametrize("fault", ["slow", "500", "429", "malformed", "drop"])
+def test_a_transient_fault_is_retried_and_the_call_succeeds(server: ChatServer, backend: HFBackend, fault: str) -> None:
+    proxy = FaultProxy(server.url, {0: fault})
+    with _serving(proxy), _client(proxy.url, backend.name, timeout_s=CLIENT_TIMEOUT_S) as client:
+        started = time.monotonic()
+        (completion,) = client.generate([CAT], SHORT)
+    assert proxy.seen == 2
+    assert _outcome(completion) == _outcome(backend.generate([CAT], SHORT)[0])
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize(("fault", "reason"), [("500", "HTTP 500"), ("drop", "connection failed"), ("malformed", "malformed JSON")])
+def test_a_persistent_fault_ends_in_one_line_after_bounded_retries(server: ChatServer, fault: str, reason: str) -> None:
+    proxy = FaultProxy(server.url, lambda _: fault)
+    with _serving(proxy), _client(proxy.url, "any", max_retries=2) as client:
+        started = time.monotonic()
+        with pytest.raises(LLMServerError) as info:
+            client.generate([CAT, COUNT], SHORT)
+    message = str(info.value)
+    assert reason in message and "gave up after 3 attempts" in message and "\n" not in message
+    assert proxy.seen <= 6  # two requests x three attempts, then nothing more
+    assert time.monotonic() - started < 10
+
+
+def test_nothing_listening_is_a_connection_error_not_a_hang() -> None:
+    with _client("http://127.0.0.1:9/v1", "any", max_retries=1, timeout_s=2.0) as client:
+        with pytest.raises(LLMServerError, match="connection failed"):
+            client.generate([CAT], SHORT)
+
+
+def test_server_rejects_bad_requests_with_a_reason(server: ChatServer, backend: HFBackend) -> None:
+    cases = [
+        ({"model": backend.name, "messages": CAT, "stream": True}, "streaming"),
+        ({"model": backend.name, "messages": []}, "messages"),
+        ({"model": backend.name, "messages": [{"role": "robot", "content": "x"}]}, "role"),
+        ({"model": backend.name, "messages": CAT, "temperature": -1}, "temperature"),
+    ]
+    for body, reason in cases:
+        response = httpx.post(f"{server.url}/chat/completions", json=body, timeout=30)
+        assert response.status_code == 400 and reason in response.json()["error"]["message"]
+    garbage = httpx.post(f"{server.url}/chat/completions", content=b"{not json", timeout=30)
+    assert garbage.status_code == 400
+    assert httpx.get(f"{server.url}/nowhere", timeout=30).status_code == 404
+
+
+def test_server_reports_weights_and_usage(server: ChatServer, backend: HFBackend) -> None:
+    body = {"model": backend.name, "messages": CAT, "max_tokens": 4, "seed": 1, "stop": "zzz"}
+    reply = httpx.post(f"{server.url}/chat/completions", json=body, timeout=60).json()
+    assert reply["system_fingerprint"] == backend.weights_id
+    usage = reply["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] and usage["completion_tokens"] <= 4
+    assert json.dumps(reply)  # plain JSON all the way down
+
+
+def _es_step(step: int) -> UpdateRecord:
+    seeds = (10 * step + 1, 10 * step + 2)
+    return UpdateRecord(
+        step=step, seeds=seeds, signs=(1, 1), sigma=1e-2, raw_rewards=(1.0, 0.0), shaped_rewards=(1.0, -1.0),
+        alpha=0.05, scope="full", noise_version=NOISE_VERSION, update=Update(seeds=seeds, coeffs=(0.5, -0.5), alpha=0.05),
+    )
+
+
+def test_serving_a_run_at_step_k_replays_its_first_k_updates(model_dir: Path, tmp_path: Path) -> None:
+    history = ESHistory(tmp_path / HISTORY_FILENAME)
+    for step in range(2):
+        history.append(_es_step(step))
+    ids = []
+    for step in range(3):
+        served = HFBackend.load(str(model_dir))
+        load_run_weights(served, tmp_path, step)
+        expected = HFBackend.load(str(model_dir))
+        replay(expected.model, history.load()[:step])
+        assert served.weights_id == expected.weights_id
+        ids.append(served.weights_id)
+    assert len(set(ids)) == 3  # step 0 is the base model; each update moves the weights
+
+    with pytest.raises(ValueError, match="holds 2 ES updates; --step must be at most 2"):
+        load_run_weights(HFBackend.load(str(model_dir)), tmp_path, 3)
+    with pytest.raises(ValueError, match="has no ES history"):
+        load_run_weights(HFBackend.load(str(model_dir)), tmp_path / "elsewhere", 1)
+
+
+def test_serve_command_wants_run_dir_and_step_together(tmp_path: Path) -> None:
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)  # a second command keeps `serve` a named sub-command
+    result = CliRunner().invoke(app, ["serve", "--run-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and "--run-dir and --step go together" in result.output
