@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from coevo.llm.models import register as register_models
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -20,6 +22,7 @@ app = typer.Typer(
 )
 tasks_app = typer.Typer(no_args_is_help=True, help="List the heuristic-design tasks and evaluate heuristics on them.")
 app.add_typer(tasks_app, name="tasks")
+register_models(app)
 
 
 class UsageProblem(Exception):

@@ -1,6 +1,7 @@
 """ESEngine: schedules, shaping, the reference update rule, options, and ES on a quadratic."""
 
 import doctest
+import itertools
 import math
 
 import numpy as np
@@ -50,7 +51,7 @@ def test_cosine_schedule_follows_the_reference_formula_and_stays_at_its_floor():
     assert schedule(25) == pytest.approx(2.5e-4 + 7.5e-4 * (1 + math.cos(math.pi / 4)) / 2)
     assert schedule(100) == schedule(400) == pytest.approx(2.5e-4)
     values = [schedule(t) for t in range(101)]
-    assert all(a >= b for a, b in zip(values, values[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(values))
 
 
 def test_linear_constant_and_warm_up():
@@ -110,7 +111,7 @@ def test_config_rejects_bad_settings_with_clear_errors():
         ESConfig(population_size=4, sigma=0.1, alpha=0.1, shaping="softmax")
     with pytest.raises(ValidationError, match="total_steps"):
         ESConfig(population_size=4, sigma={"start": 0.1, "end": 0.0, "kind": "cosine"}, alpha=0.1)
-    with pytest.raises(ValidationError, match="unexpected|Extra"):
+    with pytest.raises(ValidationError, match=r"unexpected|Extra"):
         ESConfig(population_size=4, sigma=0.1, alpha=0.1, sigma_0=0.1)
 
 
@@ -132,7 +133,7 @@ def test_default_update_is_the_reference_rule():
     rewards = [3.0, -1.0, 0.5, 2.0, 7.0, 0.0]
     engine.tell(perturbations, rewards)
     z = (np.array(rewards) - np.mean(rewards)) / (np.std(rewards) + 1e-8)
-    expected = before + 0.05 / 6 * sum(zi * noise(p.seed, "theta", 40) for zi, p in zip(z, perturbations))
+    expected = before + 0.05 / 6 * sum(zi * noise(p.seed, "theta", 40) for zi, p in zip(z, perturbations, strict=True))
     assert module.theta.detach().numpy() == pytest.approx(expected, abs=1e-6)
 
 
@@ -205,7 +206,7 @@ def test_gradient_estimate_cosine_grows_with_population_as_theory_says():
         for trial in range(trials):
             module = Vector(torch.zeros(dim))
             engine = make_engine(module, population_size=population, sigma=1e-3, alpha=1.0, seed=trial)
-            run_generation(engine, lambda: -float((module.theta.detach() - target).pow(2).sum()))
+            run_generation(engine, lambda m=module: -float((m.theta.detach() - target).pow(2).sum()))
             step, gradient = module.theta.detach().numpy(), 2 * target.numpy()
             cosines.append(step @ gradient / np.linalg.norm(step) / np.linalg.norm(gradient))
         observed[population] = np.mean(cosines)

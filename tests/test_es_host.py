@@ -42,9 +42,8 @@ def test_host_satisfies_the_protocol():
 
 def test_scopes_select_the_documented_parameters_and_tied_weights_once():
     net = TiedHeadNet()
-    assert TorchWeightsHost(net, "full").parameter_names == [
-        "embed.weight", "block.weight", "block.bias", "norm.weight", "norm.bias",
-    ]
+    full = ["embed.weight", "block.weight", "block.bias", "norm.weight", "norm.bias"]
+    assert TorchWeightsHost(net, "full").parameter_names == full
     assert TorchWeightsHost(net, "all_linear").parameter_names == ["block.weight", "block.bias"]
     assert TorchWeightsHost(net, r"\.bias$").parameter_names == ["block.bias", "norm.bias"]
     with pytest.raises(ValueError, match="selects no"):

@@ -115,6 +115,18 @@ def candidate_workdirs() -> set[str]:
     return {path.name for path in Path(tempfile.gettempdir()).glob("coevo-candidate-*")}
 
 
+def new_workdirs(before: set[str], evaluators: dict[str, Evaluator], grace: float = 1.0) -> set[str]:
+    """Candidate directories that appeared since ``before`` and belong to no waiting spare child."""
+    deadline = time.monotonic() + grace
+    while True:
+        spares = {pid for evaluator in evaluators.values() for pid in evaluator.sandbox.spare_pids()}
+        spare_dirs = {Path(os.readlink(f"/proc/{pid}/cwd")).name for pid in spares}
+        appeared = candidate_workdirs() - before - spare_dirs
+        if not appeared or time.monotonic() > deadline:
+            return appeared
+        time.sleep(0.01)
+
+
 def sandbox_processes(evaluator: Evaluator, grace: float = 1.0) -> list[psutil.Process]:
     """Candidate processes below the fork server after ``grace`` seconds (it adopts orphans).
 
@@ -162,7 +174,7 @@ def test_hostile_candidate_is_contained(case: Case, evaluators: dict[str, Evalua
     assert not traps.marker.exists() and not traps.escaped_marker.exists()
     assert traps.victim.read_text() == "must survive"
     assert traps.listener_received_nothing()
-    assert candidate_workdirs() <= workdirs_before
+    assert new_workdirs(workdirs_before, evaluators) == set()
 
     follow_up = evaluator.evaluate(f"{TRIVIAL}# after {case.name}\n")
     assert follow_up.valid, follow_up.reason

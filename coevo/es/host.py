@@ -116,7 +116,9 @@ class TorchWeightsHost:
                 f"restore='inplace' needs CPU float32 weights but {name} is {tensor.dtype} on {tensor.device}: "
                 "subtracting the noise again in low precision rounds most of each update away; use restore='exact'"
             )
-        master = tensor.to(device="cpu", dtype=torch.float32, copy=True).numpy().reshape(-1) if restore == "exact" else None
+        master = None
+        if restore == "exact":
+            master = tensor.to(device="cpu", dtype=torch.float32, copy=True).numpy().reshape(-1)
         return _EvolvedTensor(name, tensor, direct, master, ParamState())
 
     @property

@@ -59,8 +59,8 @@ def apply_update_(param: np.ndarray, name: str, update: Update, state: ParamStat
         return
     grad = np.zeros_like(param)
     accumulate_(grad, keys, coeffs)
-    direction = _momentum_direction(grad, state, config) if config.kind == "sgd" else _adam_direction(grad, state, config)
-    param += np.float32(update.alpha) * direction
+    direction_of = _momentum_direction if config.kind == "sgd" else _adam_direction
+    param += np.float32(update.alpha) * direction_of(grad, state, config)
 
 
 def _momentum_direction(grad: np.ndarray, state: ParamState, config: OptimizerConfig) -> np.ndarray:

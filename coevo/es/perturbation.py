@@ -6,7 +6,7 @@ weights live), so these objects can cross process or machine boundaries and fill
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coevo.es.optim import OptimizerConfig
 
@@ -38,7 +38,7 @@ class Update:
     seeds: tuple[int, ...]
     coeffs: tuple[float, ...]
     alpha: float
-    optimizer: OptimizerConfig = OptimizerConfig()
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
     def __post_init__(self) -> None:
         if len(self.seeds) != len(self.coeffs):

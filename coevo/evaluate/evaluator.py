@@ -7,6 +7,7 @@ never reports its own objective.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -90,7 +91,6 @@ class Evaluator:
             del self._instances[limit:], self._labels[limit:]
         self._payload = InstancePayload.of(self._instances)
         self.instance_set_hash = instance_hash(self._instances)
-        self._references: np.ndarray | None | bool = False  # False: not looked up yet
         self._sandbox = Sandbox(self.task)
 
     def __enter__(self) -> Evaluator:
@@ -168,7 +168,7 @@ class Evaluator:
     def _result(self, digest: str, reason: str | None, objectives: list[float], seconds: float) -> EvalResult:
         valid = reason is None
         sign = -1.0 if self.task.sense == "max" else 1.0
-        references = self._reference_values() if valid else None
+        references = self._reference_values if valid else None
         return EvalResult(
             task=self.task.name,
             split=self.split,
@@ -182,17 +182,16 @@ class Evaluator:
             code_hash=digest,
         )
 
+    @functools.cached_property
     def _reference_values(self) -> np.ndarray | None:
-        """The shipped references of the evaluated instances (looked up once), or None."""
-        if self._references is False:
-            values, remaining = [], self.n_instances
-            try:
-                for group in self._groups:
-                    if remaining <= 0:
-                        break
-                    values.extend(group_references(self.task, self.split, group)[:remaining])
-                    remaining -= len(group.instances)
-                self._references = np.asarray(values)
-            except MissingReferences:  # a mismatch (drifted instances) is a bug and propagates
-                self._references = None
-        return self._references
+        """The shipped references of the evaluated instances, or None where none are shipped."""
+        values, remaining = [], self.n_instances
+        try:
+            for group in self._groups:
+                if remaining <= 0:
+                    break
+                values.extend(group_references(self.task, self.split, group)[:remaining])
+                remaining -= len(group.instances)
+        except MissingReferences:  # a mismatch (drifted instances) is a bug and propagates
+            return None
+        return np.asarray(values)
