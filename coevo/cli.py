@@ -79,8 +79,8 @@ def tasks_eval(
 
     from coevo.evaluate import Evaluator  # heavy: only after the arguments are known to be good
 
-    with Evaluator() as evaluator:
-        result = evaluator.evaluate(code, task=task_name, split=split, limit=limit)
+    with Evaluator(task_name, split, limit=limit) as evaluator:
+        result = evaluator.evaluate(code)
     if as_json:
         print(json.dumps(result.to_json()))
         return
@@ -91,6 +91,43 @@ def tasks_eval(
         f"{task_name} [{split}, {result.n_instances} instances] {verdict}; "
         f"objective {objective}; gap {gap}; {result.seconds:.2f} s"
     )
+
+
+@tasks_app.command("baselines")
+def tasks_baselines(
+    names: Annotated[list[str] | None, typer.Argument(metavar="[TASK]...", help="Tasks (default: all).")] = None,
+    split: Annotated[str, typer.Option(help="Instance split: search, val or test.")] = "val",
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N instances of each group.")] = None,
+) -> None:
+    """Score the shipped seed and classical heuristics (trusted, in-process) with their gaps."""
+    import time
+
+    from tasks import SPLITS, TASK_NAMES, get_task
+    from tasks.baselines import classical_files, evaluate_split, file_solver, seed_solver
+
+    unknown = [name for name in names or [] if name not in TASK_NAMES]
+    if unknown:
+        _fail(f"unknown task {unknown[0]!r}; known tasks: {', '.join(TASK_NAMES)}")
+    if split not in SPLITS:
+        _fail(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+
+    console = Console(width=max(Console().width, 120))
+    table = Table("task", "heuristic", "group", "objective", "gap %", "instances", "seconds", title=f"{split} split")
+    for name in names or TASK_NAMES:
+        task = get_task(name)
+        solvers = {"seed": seed_solver(task)}
+        solvers |= {label: file_solver(task, path) for label, path in classical_files(task).items()}
+        for label, solve in solvers.items():
+            with console.status(f"{name}: {label}"):
+                started = time.perf_counter()
+                results = evaluate_split(task, split, solve, limit)
+                seconds = time.perf_counter() - started
+            for result in results:
+                gap = "-" if result.gap_pct is None else f"{result.gap_pct:.2f}"
+                table.add_row(
+                    name, label, result.label, f"{result.objective:.4f}", gap, str(result.n_instances), f"{seconds:.1f}"
+                )
+    console.print(table)
 
 
 def main(argv: list[str] | None = None) -> int:

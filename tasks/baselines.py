@@ -83,9 +83,8 @@ def evaluate_split(
 ) -> list[GroupResult]:
     """Solve and score the split's instances: all groups or the named ones, all instances or ``limit``.
 
-    The gap is reported only when all instances of a group are used, since shipped references
-    belong to whole groups (their hash covers every instance), and only where references are
-    shipped; references that no longer match the instances raise ReferenceMismatch.
+    The gap uses the shipped references of the same instances (None where none are shipped);
+    references that no longer match the whole group's instances raise ReferenceMismatch.
     """
     sign = -1.0 if task.sense == "max" else 1.0
     results = []
@@ -94,11 +93,9 @@ def evaluate_split(
             continue
         instances = group.instances[:limit] if limit is not None else group.instances
         objectives = np.array([task.score(instance, solve(instance)) for instance in instances])
-        gap = None
-        if len(instances) == len(group.instances):
-            try:
-                gap = gap_pct(objectives, group_references(task, split, group))
-            except MissingReferences:
-                gap = None
+        try:
+            gap = gap_pct(objectives, group_references(task, split, group)[: len(instances)])
+        except MissingReferences:
+            gap = None
         results.append(GroupResult(group.label, sign * float(objectives.mean()), gap, len(instances)))
     return results

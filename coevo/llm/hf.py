@@ -294,7 +294,10 @@ class HFBackend:
         )
 
     def generate_each(self, items: Sequence[tuple[Sequence[Message], SamplingParams]]) -> list[Completion]:
-        """Batch requests that each bring their own sampling (the server's mix); each seed is used as is."""
+        """Batch requests that each bring their own sampling (the server's mix); each seed is used as is.
+
+        A completion's `seconds` is its share of its batch's wall time, so a ledger's sum is time spent.
+        """
         weights_id = self.weights_id
         completions: list[Completion] = []
         for start in range(0, len(items), self.max_batch_size):
