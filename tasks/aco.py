@@ -6,6 +6,13 @@ factor, and an ant moves to a candidate with probability proportional to
 ``pheromone**alpha * prior**beta``, where the prior is the matrix a heuristic returned.
 All ants of an iteration advance together as rows of numpy arrays, and all randomness comes
 from one ``np.random.Generator`` seeded by the caller, so a run is reproducible bit for bit.
+
+Departures from the published code, all deliberate: every colony floors its pheromone (the
+published CVRP colony does, the TSP and BPP ones do not; it only matters after ~200 TSP
+iterations and then by less than 1e-8 in probability); every prior is scaled to a maximum of 1
+before its floor is applied (published: TSP/CVRP add 1e-9 to the raw prior, BPP scales); and a
+CVRP ant's cost is its true route length, where the published colony also charged the ants that
+finished early one distance unit (the matrix's diagonal) per step spent waiting at the depot.
 """
 
 from __future__ import annotations

@@ -15,6 +15,15 @@ from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 RANK = 2
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny matrices: a second intra-op thread only spin-waits on a shared CPU."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     return build_tiny_tokenizer()

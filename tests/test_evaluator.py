@@ -7,8 +7,8 @@ import json
 import math
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import psutil

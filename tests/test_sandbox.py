@@ -14,9 +14,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import psutil
 import pytest
@@ -89,9 +89,10 @@ class Traps:
 
 @pytest.fixture(scope="module")
 def evaluators() -> Iterator[dict[str, Evaluator]]:
-    with Evaluator(ProbeTask(), limits=LIMITS) as checked, Evaluator(
-        ProbeTask(), limits=LIMITS, static_check=False
-    ) as unchecked:
+    with (
+        Evaluator(ProbeTask(), limits=LIMITS) as checked,
+        Evaluator(ProbeTask(), limits=LIMITS, static_check=False) as unchecked,
+    ):
         yield {"static": checked, "runtime": unchecked}
 
 

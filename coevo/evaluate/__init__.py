@@ -27,7 +27,7 @@ _EXPORTS = {
     "SandboxError": "coevo.evaluate.sandbox",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["ALLOWED_MODULES", "EvalResult", "Evaluator", "Limits", "RejectedCode", "SandboxError", "check_code"]
 
 
 def __getattr__(name: str) -> Any:

@@ -14,8 +14,9 @@ import signal
 import sys
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 from coevo.evaluate.channel import BLOB_LENGTH, encode_solution, frame
 from coevo.evaluate.guard import Guard

@@ -12,9 +12,10 @@ import hashlib
 import math
 import os
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Self
 
 import numpy as np
 
@@ -68,14 +69,14 @@ class Evaluator:
         split: SplitName = "search",
         *,
         limit: int | None = None,
-        limits: Limits = Limits(),
+        limits: Limits | None = None,
         workers: int | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         static_check: bool = True,
     ) -> None:
         self.task = get_task(task) if isinstance(task, str) else task
         self.split = split
-        self.limits = limits
+        self.limits = limits or Limits()
         self.workers = workers or os.cpu_count() or 1
         self.static_check = static_check
         self._cache = ResultCache(cache_dir)
@@ -93,7 +94,7 @@ class Evaluator:
         self.instance_set_hash = instance_hash(self._instances)
         self._sandbox = Sandbox(self.task)
 
-    def __enter__(self) -> Evaluator:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -18,7 +18,8 @@ import operator
 import os
 import sys
 import types
-from typing import Any, Callable, Iterator, NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
 
 from coevo.evaluate.policy import FORBIDDEN_NAMES, attribute_allowed, module_allowed
 

@@ -12,25 +12,79 @@ import re
 
 ALLOWED_MODULES: frozenset[str] = frozenset(
     {
-        "numpy", "math", "cmath", "random", "itertools", "heapq", "collections", "functools",
-        "typing", "dataclasses", "statistics", "bisect", "operator", "copy", "fractions",
-        "decimal", "numbers", "array", "string", "enum", "abc", "time",
+        "numpy",
+        "math",
+        "cmath",
+        "random",
+        "itertools",
+        "heapq",
+        "collections",
+        "functools",
+        "typing",
+        "dataclasses",
+        "statistics",
+        "bisect",
+        "operator",
+        "copy",
+        "fractions",
+        "decimal",
+        "numbers",
+        "array",
+        "string",
+        "enum",
+        "abc",
+        "time",
     }
 )
 """Top-level modules a candidate may import."""
 
 PRELOADED_MODULES: tuple[str, ...] = (
-    "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "numpy.polynomial", "math", "cmath",
-    "random", "itertools", "heapq", "collections", "collections.abc", "functools", "typing",
-    "dataclasses", "statistics", "bisect", "operator", "copy", "fractions", "decimal", "numbers",
-    "array", "string", "enum", "abc", "time",
+    "numpy",
+    "numpy.random",
+    "numpy.linalg",
+    "numpy.fft",
+    "numpy.polynomial",
+    "math",
+    "cmath",
+    "random",
+    "itertools",
+    "heapq",
+    "collections",
+    "collections.abc",
+    "functools",
+    "typing",
+    "dataclasses",
+    "statistics",
+    "bisect",
+    "operator",
+    "copy",
+    "fractions",
+    "decimal",
+    "numbers",
+    "array",
+    "string",
+    "enum",
+    "abc",
+    "time",
 )
 """Modules imported by the fork server, so a sandboxed child never needs to read a file to import."""
 
 FORBIDDEN_NAMES: frozenset[str] = frozenset(
     {
-        "eval", "exec", "compile", "open", "input", "breakpoint", "globals", "locals", "vars",
-        "dir", "help", "exit", "quit", "memoryview",
+        "eval",
+        "exec",
+        "compile",
+        "open",
+        "input",
+        "breakpoint",
+        "globals",
+        "locals",
+        "vars",
+        "dir",
+        "help",
+        "exit",
+        "quit",
+        "memoryview",
     }
 )
 """Builtins that read code or files, or expose namespaces; none is needed by a heuristic.
@@ -38,17 +92,54 @@ Dunder names (``__import__``, ``__builtins__``) are refused by a separate, gener
 
 INTROSPECTION_ATTRIBUTES: frozenset[str] = frozenset(
     {
-        "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "gi_frame", "gi_code",
-        "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "func_globals", "mro",
+        "f_back",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_code",
+        "f_trace",
+        "gi_frame",
+        "gi_code",
+        "cr_frame",
+        "cr_code",
+        "ag_frame",
+        "ag_code",
+        "tb_frame",
+        "tb_next",
+        "func_globals",
+        "mro",
     }
 )
 """Attributes that walk frames, tracebacks or class hierarchies towards the evaluator's objects."""
 
 _UNREACHABLE_MODULES = frozenset(
     {
-        "os", "sys", "subprocess", "builtins", "importlib", "ctypes", "socket", "shutil", "signal",
-        "io", "pathlib", "gc", "inspect", "pickle", "marshal", "threading", "multiprocessing",
-        "tempfile", "resource", "posix", "mmap", "types", "weakref", "runpy", "pty", "glob",
+        "os",
+        "sys",
+        "subprocess",
+        "builtins",
+        "importlib",
+        "ctypes",
+        "socket",
+        "shutil",
+        "signal",
+        "io",
+        "pathlib",
+        "gc",
+        "inspect",
+        "pickle",
+        "marshal",
+        "threading",
+        "multiprocessing",
+        "tempfile",
+        "resource",
+        "posix",
+        "mmap",
+        "types",
+        "weakref",
+        "runpy",
+        "pty",
+        "glob",
     }
 )
 """Module names that, used as an attribute (``np.lib.format.os``), reach past the import check."""

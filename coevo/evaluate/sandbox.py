@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from coevo.evaluate.channel import BLOB_LENGTH, STATUS_RECORD, ChannelError, FrameReader, decode_solution
 from coevo.evaluate.child import EXIT_SETUP_FAILED, Job
@@ -86,7 +86,7 @@ class Sandbox:
         self._spares: collections.deque[_Child] = collections.deque()
         self._lock = threading.Lock()
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -9,8 +9,13 @@ The trivial candidate is timed twice: from a bare process, and from one that hol
 memory (``--parent-mb``), because the baseline forks the evaluating process and coevo's runner
 holds its model's weights; coevo's fork server does not depend on the parent's size.
 
-Usage: ``python experiments/bench/sandbox.py [--candidates N] [--seed-candidates M] [--limit L]
-[--parent-mb MB] [--json]``
+Columns: candidates/second of both (medians over alternating rounds, so both see the same load
+on a shared machine), their ratio, coevo's per-candidate overhead (median sequential wall time
+minus the heuristic's in-process time), and CPU milliseconds per candidate summed over every
+process involved (the figure that a busy machine distorts least).
+
+Usage: ``python experiments/bench/sandbox.py [--candidates N] [--rounds R] [--seed-candidates M]
+[--limit L] [--workers W] [--parent-mb MB] [--json]``
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ class Row:
     ratio: float
     coevo_overhead_ms: float
     """Median sequential wall time per candidate minus the in-process time of its heuristic."""
+    coevo_cpu_ms: float
+    baseline_cpu_ms: float
+    """CPU time per candidate over every process involved: less sensitive to a busy machine."""
     all_valid: bool
 
 
@@ -108,6 +116,14 @@ def in_process_seconds(code: str, task: Task, instances: list[Instance]) -> floa
     return time.perf_counter() - start
 
 
+def cpu_seconds(server: psutil.Process) -> float:
+    """CPU used so far by this process, its reaped children, and the fork server with its own."""
+    own, served = os.times(), server.cpu_times()
+    return sum((own.user, own.system, own.children_user, own.children_system)) + sum(
+        (served.user, served.system, served.children_user, served.children_system)
+    )
+
+
 def measure(label: str, task: Task, code: str, count: int, limit: int | None, args: argparse.Namespace) -> Row:
     """Median throughput of both designs on distinct copies of ``code``, and coevo's overhead.
 
@@ -115,18 +131,23 @@ def measure(label: str, task: Task, code: str, count: int, limit: int | None, ar
     """
     limits = Limits(instance_seconds=30, candidate_seconds=300)
     instances = instances_of(task, limit)
-    coevo_rates, baseline_rates, sequential, valid = [], [], [], True
+    coevo_rates, baseline_rates, coevo_cpu, baseline_cpu, sequential, valid = [], [], [], [], [], True
     with Evaluator(task, "search", limit=limit, limits=limits, workers=args.workers) as evaluator:
         evaluator.evaluate(code)  # start the fork server outside the timed region
+        server = psutil.Process(evaluator.sandbox.server_pid)
         for round_index in range(args.rounds):
             codes = distinct_copies(code, count, f"round {round_index}")
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), cpu_seconds(server)
             valid &= all(result.valid for result in evaluator.evaluate_many(codes))
             coevo_rates.append(count / (time.perf_counter() - start))
+            coevo_cpu.append((cpu_seconds(server) - cpu) / count)
             with ThreadPoolExecutor(max_workers=args.workers) as pool:
-                start = time.perf_counter()
-                valid &= all(pool.map(lambda one: baseline_evaluate(one, task, instances, limits.candidate_seconds), codes))
+                start, cpu = time.perf_counter(), cpu_seconds(server)
+                valid &= all(
+                    pool.map(lambda one: baseline_evaluate(one, task, instances, limits.candidate_seconds), codes)
+                )
                 baseline_rates.append(count / (time.perf_counter() - start))
+                baseline_cpu.append((cpu_seconds(server) - cpu) / count)
             for candidate in distinct_copies(code, max(3, count // (4 * args.rounds)), f"sequential {round_index}"):
                 start = time.perf_counter()
                 evaluator.evaluate(candidate)
@@ -140,6 +161,8 @@ def measure(label: str, task: Task, code: str, count: int, limit: int | None, ar
         baseline_per_s=baseline_rate,
         ratio=coevo_rate / baseline_rate,
         coevo_overhead_ms=1000 * (statistics.median(sequential) - in_process_seconds(code, task, instances)),
+        coevo_cpu_ms=1000 * statistics.median(coevo_cpu),
+        baseline_cpu_ms=1000 * statistics.median(baseline_cpu),
         all_valid=valid,
     )
 
@@ -189,11 +212,15 @@ def main() -> None:
         f"workers={args.workers}, medians of {args.rounds} alternating rounds "
         "(baseline: one multiprocessing.Process + Queue per candidate)"
     )
-    print(f"{'candidate':<24}{'n':>5}{'inst':>6}{'coevo/s':>10}{'base/s':>10}{'ratio':>8}{'overhead ms':>13}  valid")
+    print(
+        f"{'candidate':<24}{'n':>5}{'inst':>6}{'coevo/s':>10}{'base/s':>10}{'ratio':>8}{'overhead ms':>13}"
+        f"{'cpu ms coevo':>14}{'cpu ms base':>13}  valid"
+    )
     for row in rows:
         print(
             f"{row.candidate:<24}{row.candidates:>5}{row.n_instances:>6}{row.coevo_per_s:>10.1f}"
-            f"{row.baseline_per_s:>10.1f}{row.ratio:>7.2f}x{row.coevo_overhead_ms:>13.2f}  {row.all_valid}"
+            f"{row.baseline_per_s:>10.1f}{row.ratio:>7.2f}x{row.coevo_overhead_ms:>13.2f}"
+            f"{row.coevo_cpu_ms:>14.2f}{row.baseline_cpu_ms:>13.2f}  {row.all_valid}"
         )
     if skipped:
         print("skipped (not importable yet):", ", ".join(skipped), file=sys.stderr)
