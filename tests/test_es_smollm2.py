@@ -1,8 +1,4 @@
-"""End to end on the real embedded SmolLM2: engine + host + history for 3 ES generations."""
-
-from __future__ import annotations
-
-from pathlib import Path
+"""Three ES generations on the real embedded SmolLM2-135M, then an exact replay of its history (slow)."""
 
 import pytest
 import torch
@@ -10,47 +6,53 @@ import torch
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.es.history import ESHistory, replay
 from coevo.es.host import TorchWeightsHost
-from coevo.llm.hf import load_causal_lm
+from coevo.llm.hf import ModelNotFoundError, load_causal_lm
 
-PROMPTS = ["Name a prime number.", "Write one Python keyword."]
-NEW_TOKENS = 4
+PROMPTS = ["The capital of France is", "def add(a, b):"]
+
+
+def load_or_skip():
+    try:
+        return load_causal_lm()
+    except ModelNotFoundError as error:
+        pytest.skip(f"embedded model not installed: {error}")
+
+
+def greedy_text_and_confidence(model, tokenizer) -> tuple[torch.Tensor, float]:
+    """Greedy continuations and the mean log-probability of their tokens (a reward that moves smoothly)."""
+    batch = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        output = model.generate(
+            **batch,
+            max_new_tokens=8,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    tokens = output.sequences[:, batch["input_ids"].shape[1] :]
+    log_probs = torch.stack(output.logits, dim=1).log_softmax(-1).gather(-1, tokens[..., None])
+    return tokens, float(log_probs.mean())
 
 
 @pytest.mark.slow
-def test_three_generations_change_the_weights_and_replay_to_the_same_hash(tmp_path: Path) -> None:
-    model, tokenizer = load_causal_lm()
-    texts = [
-        tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
-        for p in PROMPTS
-    ]
-    batch = tokenizer(texts, return_tensors="pt", padding=True)
-    digits = [i for token, i in tokenizer.get_vocab().items() if token.strip("Ġ").isdigit()]
-
-    def digit_log_probability() -> float:
-        """Continuous reward (log-probability mass on digit tokens per step), so members always differ."""
-        with torch.no_grad():
-            out = model.generate(
-                **batch, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-                output_scores=True, return_dict_in_generate=True,
-            )
-        steps = torch.stack(out.scores).log_softmax(dim=-1)[..., digits]
-        return steps.logsumexp(dim=-1).mean().item()
-
+def test_three_generations_on_smollm2_replay_to_the_same_weights_and_text(tmp_path):
+    model, tokenizer = load_or_skip()
     host = TorchWeightsHost(model, scope="all_linear")
-    base_sha = host.weights_sha256()
-    config = ESConfig(population_size=4, sigma=1e-3, alpha=5e-4, antithetic=True, total_steps=3)
-    engine = ESEngine(config, host, ESHistory(tmp_path / "history.jsonl"))
+    # The reference's scale (sigma 1e-3, alpha 5e-4), one mirrored pair per generation to stay short.
+    engine = ESEngine(
+        ESConfig(population_size=2, antithetic=True, sigma=1e-3, alpha=5e-4), host, ESHistory(tmp_path / "h.jsonl")
+    )
     for _ in range(3):
         members = engine.ask()
         rewards = []
         for member in members:
             with host.perturbed(member):
-                rewards.append(digit_log_probability())
-        engine.tell(members, rewards)
+                rewards.append(greedy_text_and_confidence(model, tokenizer)[1])
+        assert engine.tell(members, rewards).update is not None
 
-    live_sha = host.weights_sha256()
-    assert live_sha != base_sha
-    records = ESHistory(tmp_path / "history.jsonl").load()
-    assert len(records) == 3 and all(len(set(r.raw_rewards)) == 4 for r in records)
-    base_model, _ = load_causal_lm()
-    assert replay(base_model, ESHistory(tmp_path / "history.jsonl")).weights_sha256() == live_sha
+    fresh, _ = load_causal_lm()
+    assert TorchWeightsHost(fresh).weights_sha256() != host.weights_sha256()
+    replayed = replay(fresh, ESHistory(tmp_path / "h.jsonl"))
+    assert replayed.weights_sha256() == host.weights_sha256()
+    assert torch.equal(greedy_text_and_confidence(fresh, tokenizer)[0], greedy_text_and_confidence(model, tokenizer)[0])

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 from coevo.es.host import TorchWeightsHost
 from coevo.es.perturbation import Perturbation, Update
 from coevo.llm.base import LLM, Completion, SamplingParams
 from coevo.llm.hf import HFBackend
 from coevo.llm.seeds import request_seed
-from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} </s> {% endfor %}"
@@ -72,14 +72,18 @@ def test_a_seeded_request_gives_the_same_text_in_any_batch(backend: HFBackend) -
         sampling = replace(SAMPLED, seed=seed)
         alone = backend.generate_each([(CAT, sampling)])[0]
         # Longer neighbours pad CAT on the left and run past its end: neither may change its tokens.
-        mixed = backend.generate_each([(COUNT, replace(sampling, max_new_tokens=20, seed=99)), (CAT, sampling), (DOG, sampling)])
+        mixed = backend.generate_each(
+            [(COUNT, replace(sampling, max_new_tokens=20, seed=99)), (CAT, sampling), (DOG, sampling)]
+        )
         assert _outcome(mixed[1]) == _outcome(alone)
 
 
 def test_seeds_vary_the_text_and_unseeded_calls_are_fresh(backend: HFBackend) -> None:
     texts = {c.text for c in backend.generate([CAT] * 6, SAMPLED)}
     assert len(texts) > 1  # request i of a call has its own stream: repeats of a prompt differ
-    assert [c.text for c in backend.generate([CAT] * 6, SAMPLED)] == [c.text for c in backend.generate([CAT] * 6, SAMPLED)]
+    assert [c.text for c in backend.generate([CAT] * 6, SAMPLED)] == [
+        c.text for c in backend.generate([CAT] * 6, SAMPLED)
+    ]
     unseeded = replace(SAMPLED, seed=None)
     assert len({backend.generate([CAT], unseeded)[0].text for _ in range(4)}) > 1
 
@@ -151,7 +155,9 @@ def test_base_model_without_chat_template_gets_a_plain_transcript() -> None:
 def test_large_calls_are_split_into_batches_without_changing_results(backend: HFBackend) -> None:
     whole = backend.generate([CAT, COUNT, DOG, CAT, COUNT], SAMPLED)
     backend.max_batch_size = 2
-    assert [_outcome(c) for c in backend.generate([CAT, COUNT, DOG, CAT, COUNT], SAMPLED)] == [_outcome(c) for c in whole]
+    assert [_outcome(c) for c in backend.generate([CAT, COUNT, DOG, CAT, COUNT], SAMPLED)] == [
+        _outcome(c) for c in whole
+    ]
 
 
 def test_smollm2_answers_in_a_batch_with_token_counts() -> None:
@@ -166,4 +172,6 @@ def test_smollm2_answers_in_a_batch_with_token_counts() -> None:
     assert "Paris" in answers[1].text
     assert all(a.prompt_tokens > 10 and 1 <= a.completion_tokens <= 10 for a in answers)
     seeded = SamplingParams(max_new_tokens=10, temperature=0.8, seed=11)
-    assert [a.text for a in backend.generate(questions, seeded)] == [a.text for a in backend.generate(questions, seeded)]
+    assert [a.text for a in backend.generate(questions, seeded)] == [
+        a.text for a in backend.generate(questions, seeded)
+    ]

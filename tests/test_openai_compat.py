@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 import typer
+from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 from typer.testing import CliRunner
 
 from coevo.es.history import ESHistory, UpdateRecord, replay
@@ -26,7 +27,6 @@ from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.hf import HFBackend
 from coevo.llm.openai_compat import LLMServerError, OpenAICompatLLM
 from coevo.llm.serve import HISTORY_FILENAME, ChatServer, load_run_weights, make_server, register
-from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 pytestmark = pytest.mark.timeout(300)  # nothing may hang: a stuck retry loop fails the test
 
@@ -124,7 +124,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
         else:
             if fault == "slow":
                 time.sleep(SLOW_REPLY_S)
-            upstream = httpx.post(f"{self.server.upstream}{self.path[len('/v1'):]}", content=body, timeout=60)
+            upstream = httpx.post(f"{self.server.upstream}{self.path[len('/v1') :]}", content=body, timeout=60)
             try:
                 self._reply(upstream.status_code, upstream.content)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting: expected for "slow"
@@ -138,7 +138,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
@@ -173,9 +173,12 @@ def test_models_endpoint_lists_the_served_model(server: ChatServer, backend: HFB
 
 def test_unknown_model_fails_at_once_with_one_line(server: ChatServer) -> None:
     proxy = FaultProxy(server.url, {})
-    with _serving(proxy), _client(proxy.url, "no-such-model") as client:
-        with pytest.raises(LLMServerError, match="not found") as info:
-            client.generate([CAT], SHORT)
+    with (
+        _serving(proxy),
+        _client(proxy.url, "no-such-model") as client,
+        pytest.raises(LLMServerError, match="not found") as info,
+    ):
+        client.generate([CAT], SHORT)
     assert "\n" not in str(info.value) and "no-such-model" in str(info.value)
     assert proxy.seen == 1  # never retried
 
@@ -183,9 +186,11 @@ def test_unknown_model_fails_at_once_with_one_line(server: ChatServer) -> None:
 def test_wrong_api_key_is_an_authentication_error(backend: HFBackend) -> None:
     guarded = make_server(backend, port=0, api_key="right")
     with _serving(guarded):
-        with OpenAICompatLLM(guarded.url, backend.name, api_key="wrong") as client:
-            with pytest.raises(LLMServerError, match="authentication failed") as info:
-                client.generate([CAT], SHORT)
+        with (
+            OpenAICompatLLM(guarded.url, backend.name, api_key="wrong") as client,
+            pytest.raises(LLMServerError, match="authentication failed") as info,
+        ):
+            client.generate([CAT], SHORT)
         assert "\n" not in str(info.value)
         with OpenAICompatLLM(guarded.url, backend.name, api_key="right") as client:
             assert client.generate([CAT], SHORT)[0].completion_tokens >= 1
@@ -202,7 +207,9 @@ def test_a_transient_fault_is_retried_and_the_call_succeeds(server: ChatServer, 
     assert time.monotonic() - started < 60
 
 
-@pytest.mark.parametrize(("fault", "reason"), [("500", "HTTP 500"), ("drop", "connection failed"), ("malformed", "malformed JSON")])
+@pytest.mark.parametrize(
+    ("fault", "reason"), [("500", "HTTP 500"), ("drop", "connection failed"), ("malformed", "malformed JSON")]
+)
 def test_a_persistent_fault_ends_in_one_line_after_bounded_retries(server: ChatServer, fault: str, reason: str) -> None:
     proxy = FaultProxy(server.url, lambda _: fault)
     with _serving(proxy), _client(proxy.url, "any", max_retries=2) as client:
@@ -216,9 +223,11 @@ def test_a_persistent_fault_ends_in_one_line_after_bounded_retries(server: ChatS
 
 
 def test_nothing_listening_is_a_connection_error_not_a_hang() -> None:
-    with _client("http://127.0.0.1:9/v1", "any", max_retries=1, timeout_s=2.0) as client:
-        with pytest.raises(LLMServerError, match="connection failed"):
-            client.generate([CAT], SHORT)
+    with (
+        _client("http://127.0.0.1:9/v1", "any", max_retries=1, timeout_s=2.0) as client,
+        pytest.raises(LLMServerError, match="connection failed"),
+    ):
+        client.generate([CAT], SHORT)
 
 
 def test_server_rejects_bad_requests_with_a_reason(server: ChatServer, backend: HFBackend) -> None:
@@ -241,15 +250,25 @@ def test_server_reports_weights_and_usage(server: ChatServer, backend: HFBackend
     reply = httpx.post(f"{server.url}/chat/completions", json=body, timeout=60).json()
     assert reply["system_fingerprint"] == backend.weights_id
     usage = reply["usage"]
-    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] and usage["completion_tokens"] <= 4
+    assert (
+        usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] and usage["completion_tokens"] <= 4
+    )
     assert json.dumps(reply)  # plain JSON all the way down
 
 
 def _es_step(step: int) -> UpdateRecord:
     seeds = (10 * step + 1, 10 * step + 2)
     return UpdateRecord(
-        step=step, seeds=seeds, signs=(1, 1), sigma=1e-2, raw_rewards=(1.0, 0.0), shaped_rewards=(1.0, -1.0),
-        alpha=0.05, scope="full", noise_version=NOISE_VERSION, update=Update(seeds=seeds, coeffs=(0.5, -0.5), alpha=0.05),
+        step=step,
+        seeds=seeds,
+        signs=(1, 1),
+        sigma=1e-2,
+        raw_rewards=(1.0, 0.0),
+        shaped_rewards=(1.0, -1.0),
+        alpha=0.05,
+        scope="full",
+        noise_version=NOISE_VERSION,
+        update=Update(seeds=seeds, coeffs=(0.5, -0.5), alpha=0.05),
     )
 
 

@@ -74,7 +74,8 @@ def test_recorded_output(name: str) -> None:
         assert any(piece in repair for repair in result.repairs), result.repairs
     namespace: dict[str, Any] = {}
     exec(compile(result.code, name, "exec"), namespace)
-    RUNS_CORRECTLY[expected["task"]](namespace[spec.name])
+    if expected.get("runs", True):  # recorded model outputs may parse yet be wrong: the evaluator's job
+        RUNS_CORRECTLY[expected["task"]](namespace[spec.name])
 
 
 def test_signature_reads_plain_and_def_forms() -> None:

@@ -88,10 +88,17 @@ class ESHistory:
         """Add one record; it is on disk (fsync'd) when this returns, and must continue the step count."""
         if record.step != self._steps:
             raise ValueError(f"history {self.path} holds {self._steps} steps; cannot append step {record.step}")
+        created = not self.path.exists()
         with open(self.path, "a", encoding="utf-8") as file:
             file.write(record.to_json() + "\n")
             file.flush()
             os.fsync(file.fileno())
+        if created:  # the new directory entry must survive a crash too
+            directory = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
         self._steps += 1
 
     def load(self) -> list[UpdateRecord]:

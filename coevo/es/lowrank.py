@@ -38,7 +38,7 @@ def lowrank_direction(seed: int, name: str, shape: tuple[int, int], rank: int) -
 
 
 class _MemberFactors:
-    """All members' factors for one layer, stacked and scaled so that delta = (x B) A_scaled^T."""
+    """All members' factors for one layer, stacked; A carries each member's sign sigma / sqrt(r)."""
 
     def __init__(self, name: str, weight: torch.Tensor, perturbations: Sequence[Perturbation], rank: int):
         shape = (weight.shape[0], weight.shape[1])
@@ -50,26 +50,30 @@ class _MemberFactors:
         self.b = torch.stack(b_plain)  # (N, in, r): right-multiplies x
         self.a_t = torch.stack(a_scaled).transpose(1, 2).contiguous()  # (N, r, out): right-multiplies x B
 
-    def delta(self, x: torch.Tensor, members: torch.Tensor) -> torch.Tensor:
-        """Output correction for input x (batch, ..., in) whose row k belongs to member members[k]."""
-        flat = x.reshape(x.shape[0], -1, x.shape[-1])
-        low = torch.bmm(flat, self.b.index_select(0, members))
-        return torch.bmm(low, self.a_t.index_select(0, members)).reshape(*x.shape[:-1], -1)
+    def for_rows(self, members: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, A^T) gathered per batch row: (rows, in, r) and (rows, r, out)."""
+        return self.b.index_select(0, members), self.a_t.index_select(0, members)
 
 
 def _add_member_deltas(factors: _MemberFactors, rows: torch.Tensor) -> Callable:
-    """Forward hook adding each batch row's member correction to a linear layer's output.
+    """Forward hook adding (x B_i) A_i^T to a linear layer's output, row by row.
 
-    `generate` keeps row order; when it expands every row into k copies (num_return_sequences) it
-    repeats them in place, so a batch that is a whole multiple of the map inherits it row by row.
+    `generate` keeps row order; when it expands every row into k copies (num_return_sequences, beams)
+    it repeats them in place, so a batch that is a whole multiple of the map inherits it row by row.
+    The per-row factors are gathered once per batch size: decoding then costs two batched matmuls.
     """
+    per_batch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def hook(_module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
         batch = output.shape[0]
-        if batch % rows.numel():
-            raise ValueError(f"a batch of {batch} rows does not extend the {rows.numel()}-row member map")
-        members = rows if batch == rows.numel() else rows.repeat_interleave(batch // rows.numel())
-        return output + factors.delta(args[0], members)
+        if batch not in per_batch:
+            if batch % rows.numel():
+                raise ValueError(f"a batch of {batch} rows does not extend the {rows.numel()}-row member map")
+            per_batch[batch] = factors.for_rows(rows.repeat_interleave(batch // rows.numel()))
+        b_rows, a_t_rows = per_batch[batch]
+        x = args[0]
+        low = torch.bmm(x.reshape(batch, -1, x.shape[-1]), b_rows)
+        return torch.baddbmm(output.reshape(batch, -1, output.shape[-1]), low, a_t_rows).view(output.shape)
 
     return hook
 

@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -70,7 +70,9 @@ class OpenAICompatLLM:
 
     def generate(self, requests: Sequence[Sequence[Message]], sampling: SamplingParams) -> list[Completion]:
         """One completion per conversation, in order; request i carries seed `request_seed(sampling.seed, i)`."""
-        payloads = [self._payload(messages, sampling, request_seed(sampling.seed, i)) for i, messages in enumerate(requests)]
+        payloads = [
+            self._payload(messages, sampling, request_seed(sampling.seed, i)) for i, messages in enumerate(requests)
+        ]
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="coevo-openai") as pool:
             futures = [pool.submit(self._complete, payload) for payload in payloads]
             try:
@@ -88,7 +90,7 @@ class OpenAICompatLLM:
         """Close the connection pool."""
         self._client.close()
 
-    def __enter__(self) -> OpenAICompatLLM:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -125,7 +127,9 @@ class OpenAICompatLLM:
                 weights_id=None,
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise LLMServerError(f"{self.base_url}: reply is not a chat completion ({type(exc).__name__}: {exc})") from None
+            raise LLMServerError(
+                f"{self.base_url}: reply is not a chat completion ({type(exc).__name__}: {exc})"
+            ) from None
 
     def _request_json(self, method: str, path: str, payload: dict[str, Any] | None) -> dict[str, Any]:
         """Send with retries on transient faults; returns the decoded JSON object."""

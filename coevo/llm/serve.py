@@ -49,14 +49,18 @@ class _Pending:
 
 
 class DynamicBatcher:
-    """Pools requests arriving within `window_s` of the first one into one `generate_each` call.
+    """Pools concurrent requests into one `generate_each` call.
 
+    After the first request, it keeps collecting while requests keep coming (each within `gap_s` of
+    the previous one), for at most `max_wait_s` and `max_batch` requests: clients that fire together
+    are rarely more than a few ms apart, but on a busy machine a fixed short window splits them.
     One worker thread owns the model, so generation never runs concurrently with itself.
     """
 
-    def __init__(self, backend: HFBackend, window_s: float = 0.01, max_batch: int = 16) -> None:
+    def __init__(self, backend: HFBackend, gap_s: float = 0.02, max_wait_s: float = 0.2, max_batch: int = 16) -> None:
         self.backend = backend
-        self.window_s = window_s
+        self.gap_s = gap_s
+        self.max_wait_s = max_wait_s
         self.max_batch = max_batch
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="coevo-batcher", daemon=True)
@@ -89,12 +93,13 @@ class DynamicBatcher:
                 return
 
     def _collect(self, first: _Pending) -> tuple[list[_Pending], bool]:
-        """The first request plus whatever arrives within the window; True if close() was seen."""
+        """The first request plus those that follow it closely; True if close() was seen."""
         batch = [first]
-        deadline = time.monotonic() + self.window_s
+        give_up = time.monotonic() + self.max_wait_s
         while len(batch) < self.max_batch:
+            wait = min(self.gap_s, give_up - time.monotonic())
             try:
-                pending = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                pending = self._queue.get(timeout=max(0.0, wait))
             except queue.Empty:
                 break
             if pending is None:
@@ -115,7 +120,9 @@ def parse_chat_request(body: Any) -> tuple[str, list[Message], SamplingParams]:
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty list")
     for message in messages:
-        if not (isinstance(message, dict) and message.get("role") in _ROLES and isinstance(message.get("content"), str)):
+        if not (
+            isinstance(message, dict) and message.get("role") in _ROLES and isinstance(message.get("content"), str)
+        ):
             raise BadRequest("each message needs a role (system, user or assistant) and a string content")
     defaults = SamplingParams()
     stop = body.get("stop") or ()
@@ -167,13 +174,11 @@ class ChatServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(
-        self, address: tuple[str, int], backend: HFBackend, model_id: str, api_key: str | None, window_s: float
-    ) -> None:
+    def __init__(self, address: tuple[str, int], backend: HFBackend, model_id: str, api_key: str | None) -> None:
         super().__init__(address, _ChatHandler)
         self.model_id = model_id
         self.api_key = api_key
-        self.batcher = DynamicBatcher(backend, window_s=window_s, max_batch=backend.max_batch_size)
+        self.batcher = DynamicBatcher(backend, max_batch=backend.max_batch_size)
 
     @property
     def url(self) -> str:
@@ -221,7 +226,7 @@ class _ChatHandler(BaseHTTPRequestHandler):
             return
         try:
             completion = self.server.batcher.submit(messages, sampling).result()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (whatever generation raised becomes a 500, not a dead thread)
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"generation failed: {type(exc).__name__}: {exc}")
             return
         self._send(HTTPStatus.OK, chat_completion_body(completion, model))
@@ -238,13 +243,17 @@ class _ChatHandler(BaseHTTPRequestHandler):
 
     def _send(self, status: HTTPStatus, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client stopped waiting (its timeout): not our error
+            log.debug("client %s left before its reply", self.address_string())
+            self.close_connection = True
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)
 
 
@@ -254,10 +263,9 @@ def make_server(
     port: int = 8000,
     model_id: str | None = None,
     api_key: str | None = None,
-    window_s: float = 0.01,
 ) -> ChatServer:
     """A bound, not yet serving server (port 0 picks a free port); call serve_forever() to run it."""
-    return ChatServer((host, port), backend, model_id or backend.name, api_key, window_s)
+    return ChatServer((host, port), backend, model_id or backend.name, api_key)
 
 
 def serve(
@@ -306,9 +314,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command("serve")
     def serve_command(
-        model: Annotated[str, typer.Option(help="Embedded model name or a local transformers model directory.")] = DEFAULT_MODEL,
-        run_dir: Annotated[Path | None, typer.Option(help="Serve the weights of this run's ES history...")] = None,
-        step: Annotated[int | None, typer.Option(min=0, help="...after this many ES updates (needs --run-dir).")] = None,
+        model: Annotated[
+            str, typer.Option(help="Embedded model name or a local transformers model directory.")
+        ] = DEFAULT_MODEL,
+        run_dir: Annotated[
+            Path | None, typer.Option(help="Run directory whose ES history gives the weights (with --step).")
+        ] = None,
+        step: Annotated[
+            int | None, typer.Option(min=0, help="How many of the run's ES updates to apply (0: the base model).")
+        ] = None,
         host: Annotated[str, typer.Option(help="Interface to bind; loopback unless you mean otherwise.")] = LOOPBACK,
         port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
         api_key: Annotated[

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+-]*)[^\n]*$", re.MULTILINE)
 _CODE_START = re.compile(
-    r"^[ \t]*(?:(?:async[ \t]+)?def[ \t]+\w|class[ \t]+\w|import[ \t]+\w|from[ \t]+[\w.]+[ \t]+import\b|@\w|"
+    r"(?m)^[ \t]*(?:(?:async[ \t]+)?def[ \t]+\w|class[ \t]+\w|import[ \t]+\w|from[ \t]+[\w.]+[ \t]+import\b|@\w|"
     r"\w+[ \t]*=[ \t]*lambda\b)"
 )
 _BRACED = re.compile(r"\{([^{}]*[A-Za-z][^{}]*)\}", re.DOTALL)
@@ -160,8 +160,9 @@ def _split_blocks(text: str) -> tuple[list[_Block], list[str]]:
         position = closing.end()
         index = fences.index(closing) + 1
     prose.append(text[position:])
-    if blocks:
+    if any(_CODE_START.search(block.text) for block in blocks):
         return blocks, prose
+    # No fenced code: the code is unfenced, perhaps next to a stray fence (which a prose filter drops).
     lines = text.split("\n")
     start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), None)
     if start is None:

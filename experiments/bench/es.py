@@ -55,7 +55,6 @@ COMPARE: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": o
 TOPICS = ["sorting a list", "a prime test", "reversing a string", "binary search",
           "a word counter", "the fibonacci numbers", "merging two dicts", "a matrix transpose"]
 PROMPTS = [f"Write a short Python function for {topic}." for topic in TOPICS]
-POPULATION = 8
 SIGMA = 1e-3  # the reference's sigma_0 (REFERENCES section 1)
 ALPHA = 5e-4
 REFERENCE_CHUNK = 8 * 2**20  # elements per randn call in the reference scheme
@@ -65,15 +64,17 @@ DRIFT_SCOPE = r"^model\.(layers\.(0|15|29)\.|norm\.)"
 @dataclass(frozen=True)
 class Settings:
     quick: bool
+    population: int
     new_tokens: int
+    lowrank_every: int  # time the low-rank generation in every k-th round
     perturb_repeats: int
     drift_cycles: int
 
     @classmethod
     def of(cls, quick: bool) -> Settings:
         if quick:
-            return cls(quick, new_tokens=8, perturb_repeats=1, drift_cycles=100)
-        return cls(quick, new_tokens=64, perturb_repeats=3, drift_cycles=1000)
+            return cls(quick, population=2, new_tokens=4, lowrank_every=1, perturb_repeats=1, drift_cycles=50)
+        return cls(quick, population=8, new_tokens=64, lowrank_every=2, perturb_repeats=3, drift_cycles=1000)
 
 
 def prompt_batch(tokenizer) -> dict[str, torch.Tensor]:
@@ -141,35 +142,45 @@ def measure_perturb(model: torch.nn.Module, settings: Settings) -> dict[str, flo
 
 
 def measure_generation(model, tokenizer, settings: Settings) -> dict[str, float]:
+    """Rounds of (plain, one full-rank member[, low-rank population]) generations, interleaved.
+
+    Sums give the figures as defined; the median of per-round ratios is printed too, as a check that
+    is robust to other load on a shared machine.
+    """
     batch = prompt_batch(tokenizer)
     host = TorchWeightsHost(model, scope="full", restore="inplace")
-    engine = ESEngine(ESConfig(population_size=POPULATION, sigma=SIGMA, alpha=ALPHA), host)
+    engine = ESEngine(ESConfig(population_size=settings.population, sigma=SIGMA, alpha=ALPHA), host)
     lowrank = LowRankHost(model, rank=1)
     members = engine.ask()
+    lowrank_members = members * (len(PROMPTS) // len(members))  # row i of the batch runs member i
     generate(model, batch, 2)  # warm-up
 
     def lowrank_generation() -> None:
-        with lowrank.population(members, range(len(PROMPTS))):
+        with lowrank.population(lowrank_members, range(len(PROMPTS))):
             generate(model, batch, settings.new_tokens)
 
-    plain_s, lowrank_s, member_s, rewards = [], [], [], []
-    for member in members:
+    plain_s, member_s, lowrank_s, rewards = [], [], [], []
+    for index, member in enumerate(members):
         plain_s.append(timed(lambda: generate(model, batch, settings.new_tokens)))
         started = time.perf_counter()
         with host.perturbed(member):
             rewards.append(distinct_token_reward(generate(model, batch, settings.new_tokens)))
         member_s.append(time.perf_counter() - started)
-        lowrank_s.append(timed(lowrank_generation))
+        if index % settings.lowrank_every == 0:
+            lowrank_s.append(timed(lowrank_generation))
     tell_s = timed(lambda: engine.tell(members, rewards))
+    paired_plain_s = plain_s[:: settings.lowrank_every]
     tokens = len(PROMPTS) * settings.new_tokens
     return {
         "inference_generation_s": sum(plain_s),
         "es_generation_s": sum(member_s) + tell_s,
         "es_update_s": tell_s,
         "es_over_inference": (sum(member_s) + tell_s) / sum(plain_s),
+        "es_over_inference_median": float(np.median(np.divide(member_s, plain_s))) + tell_s / sum(plain_s),
         "plain_tokens_per_s": tokens * len(plain_s) / sum(plain_s),
         "lowrank_tokens_per_s": tokens * len(lowrank_s) / sum(lowrank_s),
-        "lowrank_throughput_ratio": sum(plain_s) / sum(lowrank_s),
+        "lowrank_throughput_ratio": sum(paired_plain_s) / sum(lowrank_s),
+        "lowrank_throughput_ratio_median": float(np.median(np.divide(paired_plain_s, lowrank_s))),
     }
 
 
@@ -243,7 +254,7 @@ def measure_drift(model: torch.nn.Module, settings: Settings) -> dict[str, float
     with torch.no_grad():
         for name, tensor in start.items():
             params[name].copy_(tensor)
-    engine = ESEngine(ESConfig(population_size=POPULATION, sigma=SIGMA, alpha=ALPHA), host)
+    engine = ESEngine(ESConfig(population_size=8, sigma=SIGMA, alpha=ALPHA), host)
     members = engine.ask()
     engine.tell(members, list(np.random.default_rng(0).normal(size=len(members))))
     update_rms = rms_change()
@@ -255,7 +266,11 @@ def measure_drift(model: torch.nn.Module, settings: Settings) -> dict[str, float
 
 def run_all(settings: Settings) -> dict[str, float]:
     model, tokenizer = load_causal_lm()
-    results: dict[str, float] = {"new_tokens": settings.new_tokens, "population": POPULATION, "torch_threads": torch.get_num_threads()}
+    results: dict[str, float] = {
+        "new_tokens": settings.new_tokens,
+        "population": settings.population,
+        "torch_threads": torch.get_num_threads(),
+    }
     results.update(measure_perturb(model, settings))
     results.update(measure_generation(model, tokenizer, settings))
     results.update(measure_drift(model, settings))
@@ -266,7 +281,7 @@ def run_all(settings: Settings) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--quick", action="store_true", help="8 tokens, 1 repeat, 100 drift cycles")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 members, 4 tokens, 50 drift cycles")
     parser.add_argument("--probe", choices=["inference", "es", "backprop"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     settings = Settings.of(args.quick)

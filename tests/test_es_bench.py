@@ -1,0 +1,33 @@
+"""The ES benchmark script runs end to end (smoke size) and reports every figure of issue 3."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "experiments" / "bench" / "es.py"
+FIGURES = [
+    "perturb_speedup",
+    "es_over_inference",
+    "lowrank_throughput_ratio",
+    "mem_es_over_inference",
+    "mem_es_over_backprop",
+    "drift_inplace_rms",
+]
+
+
+@pytest.mark.slow
+def test_quick_benchmark_reports_every_figure() -> None:
+    run = subprocess.run([sys.executable, str(BENCH), "--quick", "--json"], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads(run.stdout)
+    for figure in FIGURES:
+        assert math.isfinite(results[figure]) and results[figure] > 0, figure
+    # Machine-independent facts (timings on a shared CPU are not asserted):
+    assert results["drift_inplace_rms"] < 0.01  # fp32 add/subtract round-off stays far below an update
+    assert results["mem_es_over_backprop"] < 1.0  # ES holds no gradients or optimizer state
