@@ -23,7 +23,8 @@ FIGURES = [
 
 @pytest.mark.slow
 def test_quick_benchmark_reports_every_figure() -> None:
-    run = subprocess.run([sys.executable, str(BENCH), "--quick", "--json"], capture_output=True, text=True, check=False)
+    command = [sys.executable, str(BENCH), "--quick", "--json"]
+    run = subprocess.run(command, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     results = json.loads(run.stdout)
     for figure in FIGURES:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.es.history import ESHistory, replay
 from coevo.es.lowrank import LowRankHost, lowrank_direction
 from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Perturbation, Update
-from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 RANK = 2
 
@@ -70,7 +70,8 @@ def test_generate_keeps_the_row_to_member_map(model, tokenizer) -> None:
     host = LowRankHost(model, rank=RANK)
     members = _members(2, sigma=0.3)
     prompts = tokenizer(["the cat sat", "one two three four", "red"], return_tensors="pt", padding=True)
-    settings = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False, num_beams=2, num_return_sequences=2)
+    settings = {"max_new_tokens": 6, "min_new_tokens": 6, "do_sample": False}
+    settings |= {"num_beams": 2, "num_return_sequences": 2}
     with torch.no_grad(), host.population(members, [0, 1, 0]):
         batched = model.generate(**prompts, **settings)
     for row in range(3):  # beam search expands prompt `row` into rows 2 row and 2 row + 1
@@ -88,9 +89,8 @@ def test_perturb_restore_is_exact_and_bad_input_is_refused(model) -> None:
         with host.perturbed(member):
             assert host.weights_sha256() != before
     assert host.weights_sha256() == before
-    with pytest.raises(ValueError, match="member indices"):
-        with host.population(_members(2), [0, 2]):
-            pass
+    with pytest.raises(ValueError, match="member indices"), host.population(_members(2), [0, 2]):
+        pass
     with pytest.raises(ValueError, match="only nn.Linear weights"):
         LowRankHost(model, scope="full")
     with pytest.raises(ValueError, match="reference rule"):
@@ -122,7 +122,7 @@ def test_lowrank_es_raises_the_frequency_of_a_target_token(model, tokenizer, tmp
     n_members, n_prompts, new_tokens = 16, prompts["input_ids"].shape[0], 8
     batch = {k: v.repeat(n_members, 1) for k, v in prompts.items()}  # row k: member k // n_prompts
     member_of_row = torch.arange(n_members).repeat_interleave(n_prompts)
-    settings = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+    settings = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens, "do_sample": False}
 
     def reward_of_base() -> float:
         with torch.no_grad():

@@ -120,6 +120,9 @@ def test_bad_inputs_fail_with_clear_errors():
         perturb_(np.zeros(4), np.zeros(4), noise_key(0, "w"), 1.0)
     with pytest.raises(ValueError, match="contiguous"):
         fill_noise(np.zeros((4, 4), np.float32)[:, ::2], noise_key(0, "w"))
+    shared = np.zeros(8, np.float32)
+    with pytest.raises(ValueError, match="overlap"):
+        perturb_(shared[1:], shared[:-1], noise_key(0, "w"), 1.0)
     with pytest.raises(ValueError, match="offset"):
         fill_noise(np.zeros(4, np.float32), noise_key(0, "w"), offset=-1)
     with pytest.raises(ValueError, match="seed"):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 from coevo.llm import hf
-from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 
 def _greedy_tokens(model, tokenizer, prompt: str, n: int) -> list[int]:

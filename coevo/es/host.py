@@ -53,7 +53,8 @@ def select_parameters(module: nn.Module, scope: str) -> list[tuple[str, nn.Param
     if scope == "full":
         selected = candidates
     elif scope == "all_linear":
-        selected = [(n, p) for n, p in candidates if p.data_ptr() in _linear_parameter_pointers(module)]
+        linear = _linear_parameter_pointers(module)
+        selected = [(n, p) for n, p in candidates if p.data_ptr() in linear]
     else:
         try:
             pattern = re.compile(scope)
@@ -91,7 +92,11 @@ class _EvolvedTensor:
 
 
 class TorchWeightsHost:
-    """A `WeightsHost` for a torch.nn.Module (transformers models included); see the module docstring."""
+    """A `WeightsHost` for a torch.nn.Module (transformers models included); see the module docstring.
+
+    From construction on the host owns the evolved weights: in "exact" mode the master copy is the
+    truth, so weights changed behind its back are overwritten at the next restore or update.
+    """
 
     noise_version = NOISE_VERSION
 

@@ -102,22 +102,19 @@ class LowRankHost:
 
     @staticmethod
     def _linear_weights(module: nn.Module, scope: str) -> dict[str, nn.Linear]:
-        linear_of = {}
-        for m in module.modules():
-            if isinstance(m, nn.Linear):
-                linear_of[m.weight.data_ptr()] = m
-                if m.bias is not None:
-                    linear_of[m.bias.data_ptr()] = None  # selected but kept fixed
+        """Canonical name -> layer for each nn.Linear weight in scope; anything else in scope is an error."""
+        linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
+        layer_of_weight = {m.weight.data_ptr(): m for m in linears}
+        biases = {m.bias.data_ptr() for m in linears if m.bias is not None}
         targets = {}
         for name, param in select_parameters(module, scope):
-            if param.data_ptr() not in linear_of:
-                raise ValueError(f"low-rank ES evolves only nn.Linear weights; scope {scope!r} selects {name}")
-            layer = linear_of[param.data_ptr()]
-            if layer is None:
+            if param.data_ptr() in biases:
                 continue
+            if param.data_ptr() not in layer_of_weight:
+                raise ValueError(f"low-rank ES evolves only nn.Linear weights; scope {scope!r} selects {name}")
             if param.dtype != torch.float32 or param.device.type != "cpu":
                 raise ValueError(f"low-rank ES needs CPU float32 weights; {name} is {param.dtype} on {param.device}")
-            targets[name] = layer
+            targets[name] = layer_of_weight[param.data_ptr()]
         if not targets:
             raise ValueError(f"scope {scope!r} selects no nn.Linear weight")
         return targets
@@ -139,10 +136,10 @@ class LowRankHost:
             raise ValueError(f"member indices must lie in [0, {len(perturbations)})")
         if self._saved is not None:
             raise RuntimeError("population() while a single member is perturbed; call restore() first")
-        handles = [
-            layer.register_forward_hook(_add_member_deltas(_MemberFactors(name, layer.weight, perturbations, self.rank), rows))
-            for name, layer in self._targets.items()
-        ]
+        handles = []
+        for name, layer in self._targets.items():
+            factors = _MemberFactors(name, layer.weight, perturbations, self.rank)
+            handles.append(layer.register_forward_hook(_add_member_deltas(factors, rows)))
         try:
             yield
         finally:

@@ -85,6 +85,13 @@ def _perturb_kernel(dst, src, key, scale, offset):
         dst[i] = src[i] + scale * _eps(key, offset + np.uint64(i))
 
 
+def _add_kernel(dst, key, scale, offset):
+    # The in-place twin of _perturb_kernel: without a second pointer that may alias dst, the
+    # loop vectorises (3-4x faster than perturbing with src is dst).
+    for i in numba.prange(dst.size):
+        dst[i] += scale * _eps(key, offset + np.uint64(i))
+
+
 _ACCUMULATE_BLOCK = 16384
 
 
@@ -107,6 +114,7 @@ def _accumulate_kernel(dst, keys, coeffs, offset):
 
 _FILL = _serial_and_parallel(_fill_kernel)
 _PERTURB = _serial_and_parallel(_perturb_kernel)
+_ADD = _serial_and_parallel(_add_kernel)
 _ACCUMULATE = _serial_and_parallel(_accumulate_kernel)
 
 
@@ -141,8 +149,14 @@ def perturb_(dst: np.ndarray, src: np.ndarray, key: np.uint64, scale: float, off
     flat_dst, flat_src = _flat_f32(dst, "dst"), _flat_f32(src, "src")
     if flat_dst.size != flat_src.size:
         raise ValueError(f"dst has {flat_dst.size} elements but src has {flat_src.size}")
-    kernel = _PERTURB[flat_dst.size >= PARALLEL_MIN_SIZE]
-    kernel(flat_dst, flat_src, np.uint64(key), np.float32(scale), _offset(offset))
+    parallel = flat_dst.size >= PARALLEL_MIN_SIZE
+    in_place = flat_dst.ctypes.data == flat_src.ctypes.data
+    if not in_place and np.may_share_memory(flat_dst, flat_src):
+        raise ValueError("dst and src overlap without being the same array")
+    if in_place:
+        _ADD[parallel](flat_dst, np.uint64(key), np.float32(scale), _offset(offset))
+    else:
+        _PERTURB[parallel](flat_dst, flat_src, np.uint64(key), np.float32(scale), _offset(offset))
 
 
 def accumulate_(dst: np.ndarray, keys: np.ndarray, coeffs: np.ndarray, offset: int = 0) -> None:

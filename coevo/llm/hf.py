@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import torch  # noqa: E402
-from transformers import (  # noqa: E402
+import torch
+from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     GenerationConfig,

@@ -13,10 +13,11 @@ Figures (targets in TARGETS):
 - lowrank_throughput_ratio: tokens/s of one batch-8 generation in which row i runs under low-rank
   member i (factor set-up included) over tokens/s of plain batch-8 generation of the same prompts.
 - mem_es_over_inference, mem_es_over_backprop: peak RSS of fresh processes that run an inplace ES
-  generation, plain inference, and one AdamW full fine-tuning step on the same batch.
+  generation, plain inference, and one AdamW full fine-tuning step on the same batch. The same ratio
+  above the runtime (a process that loads the libraries and tokenizer only) is printed as well.
 - drift_inplace_rms: rms weight drift after 1000 inplace perturb/restore cycles over the rms of one
-  typical update (N=8, alpha 5e-4). Drift is per element, so it is measured on three transformer
-  layers and the final norm (about a tenth of the weights) to keep the run short.
+  typical update (N=8, alpha 5e-4). Drift is per element, so it is measured on one transformer
+  layer and the final norm (their norm weights near 1 drift most) to keep the run short.
 Every generation is greedy with exactly `new_tokens` new tokens, so timings compare token for token.
 """
 
@@ -30,17 +31,18 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from transformers import AutoTokenizer
 
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.es.host import TorchWeightsHost, canonical_parameters
 from coevo.es.lowrank import LowRankHost
 from coevo.es.perturbation import Perturbation
-from coevo.llm.hf import load_causal_lm
+from coevo.llm.hf import load_causal_lm, resolve_model_dir
 
 TARGETS: dict[str, tuple[str, float]] = {
     "perturb_speedup": (">=", 4.0),
@@ -58,11 +60,14 @@ PROMPTS = [f"Write a short Python function for {topic}." for topic in TOPICS]
 SIGMA = 1e-3  # the reference's sigma_0 (REFERENCES section 1)
 ALPHA = 5e-4
 REFERENCE_CHUNK = 8 * 2**20  # elements per randn call in the reference scheme
-DRIFT_SCOPE = r"^model\.(layers\.(0|15|29)\.|norm\.)"
+PROBES = ("runtime", "inference", "es", "backprop")
+DRIFT_SCOPE = r"^model\.(layers\.15\.|norm\.)"
 
 
 @dataclass(frozen=True)
 class Settings:
+    """Run size: the full run follows issue 3's definitions; --quick only checks that everything runs."""
+
     quick: bool
     population: int
     new_tokens: int
@@ -189,6 +194,9 @@ def measure_generation(model, tokenizer, settings: Settings) -> dict[str, float]
 
 def run_probe(kind: str, settings: Settings) -> int:
     """Run one workload in this (fresh) process and return its peak RSS in bytes."""
+    if kind == "runtime":
+        AutoTokenizer.from_pretrained(resolve_model_dir(), local_files_only=True)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     model, tokenizer = load_causal_lm()
     batch = prompt_batch(tokenizer)
     if kind == "inference":
@@ -214,24 +222,27 @@ def run_probe(kind: str, settings: Settings) -> int:
         loss.backward()
         optimizer.step()
     else:
-        raise ValueError(f"unknown probe {kind!r}; expected inference, es or backprop")
+        raise ValueError(f"unknown probe {kind!r}; expected one of {PROBES}")
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
 def measure_memory(settings: Settings) -> dict[str, float]:
     peaks = {}
-    for kind in ("inference", "es", "backprop"):
+    for kind in PROBES:
         command = [sys.executable, __file__, "--probe", kind] + (["--quick"] if settings.quick else [])
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise RuntimeError(f"memory probe {kind} failed: {result.stderr.strip().splitlines()[-1:]}")
         peaks[kind] = int(result.stdout.strip().splitlines()[-1])
+    above_runtime = {kind: peaks[kind] - peaks["runtime"] for kind in ("es", "backprop")}
     return {
+        "peak_rss_runtime_mib": peaks["runtime"] / 2**20,
         "peak_rss_inference_mib": peaks["inference"] / 2**20,
         "peak_rss_es_mib": peaks["es"] / 2**20,
         "peak_rss_backprop_mib": peaks["backprop"] / 2**20,
         "mem_es_over_inference": peaks["es"] / peaks["inference"],
         "mem_es_over_backprop": peaks["es"] / peaks["backprop"],
+        "mem_es_over_backprop_above_runtime": above_runtime["es"] / above_runtime["backprop"],
     }
 
 
@@ -264,41 +275,46 @@ def measure_drift(model: torch.nn.Module, settings: Settings) -> dict[str, float
 # --- report ----------------------------------------------------------------------------------------
 
 
-def run_all(settings: Settings) -> dict[str, float]:
+def run_all(settings: Settings) -> Iterator[dict[str, float]]:
+    """Each section's figures as soon as they are measured (the full run takes many minutes)."""
     model, tokenizer = load_causal_lm()
-    results: dict[str, float] = {
+    yield {
         "new_tokens": settings.new_tokens,
         "population": settings.population,
         "torch_threads": torch.get_num_threads(),
     }
-    results.update(measure_perturb(model, settings))
-    results.update(measure_generation(model, tokenizer, settings))
-    results.update(measure_drift(model, settings))
-    results.update(measure_memory(settings))
-    return results
+    yield measure_perturb(model, settings)
+    yield measure_generation(model, tokenizer, settings)
+    yield measure_drift(model, settings)
+    yield measure_memory(settings)
+
+
+def format_line(name: str, value: float) -> str:
+    line = f"{name:36s} {value:12.4g}"
+    if name in TARGETS:
+        relation, bound = TARGETS[name]
+        verdict = "ok" if COMPARE[relation](value, bound) else "MISSED"
+        line += f"   target {relation} {bound:<5g} {verdict}"
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 members, 4 tokens, 50 drift cycles")
-    parser.add_argument("--probe", choices=["inference", "es", "backprop"], help=argparse.SUPPRESS)
+    parser.add_argument("--probe", choices=PROBES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     settings = Settings.of(args.quick)
     if args.probe:
         print(run_probe(args.probe, settings))
         return 0
-    results = run_all(settings)
+    results: dict[str, float] = {}
+    for section in run_all(settings):
+        results.update(section)
+        if not args.json:
+            print("\n".join(format_line(name, value) for name, value in section.items()), flush=True)
     if args.json:
         print(json.dumps(results, indent=2))
-        return 0
-    for name, value in results.items():
-        line = f"{name:28s} {value:12.4g}"
-        if name in TARGETS:
-            relation, bound = TARGETS[name]
-            verdict = "ok" if COMPARE[relation](value, bound) else "MISSED"
-            line += f"   target {relation} {bound:<5g} {verdict}"
-        print(line)
     return 0
 
 
