@@ -84,7 +84,4 @@ def test_smollm2_from_user_cache_generates_text() -> None:
     model, tokenizer = hf.load_causal_lm()
     assert sum(p.numel() for p in model.parameters()) > 100_000_000
     assert next(model.parameters()).dtype == torch.float32
-    messages = [{"role": "user", "content": "What is 2+2? Answer with one number."}]
-    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    answer = tokenizer.decode(_greedy_tokens(model, tokenizer, prompt, 12))
-    assert "4" in answer
+    assert "Paris" in tokenizer.decode(_greedy_tokens(model, tokenizer, "The capital of France is", 3))

@@ -178,7 +178,7 @@ class _PerRequestSampler(LogitsProcessor):
         self.generators = [_row_generator(s.seed) for s in settings]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        logits = scores.float()
+        logits = scores.detach().float().cpu()  # CPU generators draw the same numbers whatever the device
         probs = torch.softmax(logits / self.temperature.clamp_min(1e-6), dim=-1)
         sorted_probs, order = probs.sort(dim=-1, descending=True)
         mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
@@ -189,7 +189,7 @@ class _PerRequestSampler(LogitsProcessor):
         sampled = order.gather(-1, picks).squeeze(-1)
         chosen = torch.where(self.temperature.squeeze(-1) > 0, sampled, logits.argmax(dim=-1))
         one_hot = torch.full_like(scores, float("-inf"))
-        one_hot[torch.arange(scores.shape[0]), chosen] = 0.0
+        one_hot[torch.arange(scores.shape[0], device=scores.device), chosen.to(scores.device)] = 0.0
         return one_hot
 
 
@@ -320,7 +320,7 @@ class HFBackend:
             return_tensors="pt",
             padding=True,
             add_special_tokens=False,
-        )
+        ).to(self.model.device)
         prompt_length = encoded["input_ids"].shape[1]
         ends = _RowEnds(self.tokenizer, prompt_length, settings, self._eos)
         config = GenerationConfig(
