@@ -71,6 +71,9 @@ class Task:
     """What ``gap_pct`` is measured against, e.g. "LKH-3 (elkai)" or "L1 lower bound"."""
     sense: ClassVar[Literal["min", "max"]] = "min"
     """Natural direction of the reported objective (internal objectives are always minimised)."""
+    instance_seconds: ClassVar[float] = 10.0
+    """Default per-instance time limit in the sandbox: generous for a sound heuristic on the task's
+    largest instances on one slow core, so only runaway candidates hit it."""
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         """The split's instances, generated deterministically from fixed seeds."""

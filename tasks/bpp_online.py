@@ -86,6 +86,7 @@ class BPPOnline(Task):
         "about 40, at most 100) and bins hold 100 or 500. The goal is to use as few bins as possible."
     )
     reference_name = "L1 lower bound ceil(sum/C)"
+    instance_seconds = 30.0  # 10k items, one priority call per item
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         return list(_groups(split))

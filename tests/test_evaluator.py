@@ -208,3 +208,11 @@ def test_every_task_seed_runs_in_the_sandbox(name: str) -> None:
         result = evaluator.evaluate(evaluator.task.seed_code())
     assert result.valid, result.reason
     assert result.n_instances == 1 and math.isfinite(result.objective)
+
+
+def test_default_limits_follow_the_task_and_the_split_size():
+    with Evaluator("bpp_aco", "search") as search, Evaluator("kp_construct", "search", limit=4) as small:
+        assert search.limits.instance_seconds == get_task("bpp_aco").instance_seconds
+        assert search.limits.candidate_seconds == search.limits.instance_seconds * search.n_instances / 2
+        assert small.limits.instance_seconds == get_task("kp_construct").instance_seconds
+        assert small.limits.candidate_seconds == small.limits.instance_seconds * 4 / 2

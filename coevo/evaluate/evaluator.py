@@ -56,6 +56,18 @@ def code_hash(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
 
 
+def default_limits(task: Task, n_instances: int) -> Limits:
+    """The task's per-instance limit, and half the worst case for the whole candidate.
+
+    A candidate that spends more than half its per-instance allowance on every instance is too slow
+    to be useful, so it is cut early instead of holding a worker for the full worst case.
+    """
+    return Limits(
+        instance_seconds=task.instance_seconds,
+        candidate_seconds=max(task.instance_seconds, task.instance_seconds * n_instances / 2),
+    )
+
+
 class Evaluator:
     """Evaluates candidate code for one task and split; use as a context manager.
 
@@ -76,7 +88,6 @@ class Evaluator:
     ) -> None:
         self.task = get_task(task) if isinstance(task, str) else task
         self.split = split
-        self.limits = limits or Limits()
         self.workers = workers or os.cpu_count() or 1
         self.static_check = static_check
         self._cache = ResultCache(cache_dir)
@@ -90,6 +101,7 @@ class Evaluator:
             if limit < 1:
                 raise ValueError(f"limit must be at least 1, got {limit}")
             del self._instances[limit:], self._labels[limit:]
+        self.limits = limits or default_limits(self.task, len(self._instances))
         self._payload = InstancePayload.of(self._instances)
         self.instance_set_hash = instance_hash(self._instances)
         self._sandbox = Sandbox(self.task)

@@ -26,13 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import operator
-import resource
+import re
 import subprocess
 import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -196,7 +197,7 @@ def run_probe(kind: str, settings: Settings) -> int:
     """Run one workload in this (fresh) process and return its peak RSS in bytes."""
     if kind == "runtime":
         AutoTokenizer.from_pretrained(resolve_model_dir(), local_files_only=True)
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return peak_rss_bytes()
     model, tokenizer = load_causal_lm()
     batch = prompt_batch(tokenizer)
     if kind == "inference":
@@ -223,7 +224,13 @@ def run_probe(kind: str, settings: Settings) -> int:
         optimizer.step()
     else:
         raise ValueError(f"unknown probe {kind!r}; expected one of {PROBES}")
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    return peak_rss_bytes()
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak RSS (VmHWM). Not ru_maxrss: a child inherits its parent's through fork."""
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE).group(1)) * 1024
 
 
 def measure_memory(settings: Settings) -> dict[str, float]:

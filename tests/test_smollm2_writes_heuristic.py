@@ -1,0 +1,42 @@
+"""The whole LLM side on the real embedded model: SmolLM2 writes a heuristic the sandbox accepts.
+
+Issue 4: within 8 attempts, the real SmolLM2-135M produces a parsable ``select_next_node`` that the
+tsp_construct evaluator scores as valid. The attempts go out as one batch through the operators, the
+way the runner uses them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from coevo.evaluate import Evaluator
+from coevo.llm.base import SamplingParams
+from coevo.operators import BudgetLedger, EoHOperators, Parent, Proposal
+from tasks import get_task
+
+pytestmark = pytest.mark.slow
+
+ATTEMPTS = 8
+
+
+def test_smollm2_writes_a_valid_tsp_heuristic_within_eight_attempts():
+    from coevo.llm.hf import HFBackend
+
+    task = get_task("tsp_construct")
+    ledger = BudgetLedger()
+    operators = EoHOperators(
+        llm=HFBackend.load("smollm2-135m"),
+        task=task,
+        ledger=ledger,
+        sampling=SamplingParams(max_new_tokens=320, temperature=0.7, seed=7),
+    )
+    seed = Parent(key="seed", thought="Score nodes by distance and spread.", code=task.seed_code())
+    answers = operators.propose("m2", [[seed]] * ATTEMPTS)
+
+    proposals = [answer for answer in answers if isinstance(answer, Proposal)]
+    assert proposals, f"no answer parsed: {[getattr(a, 'reason', '') for a in answers]}"
+    with Evaluator(task, "search", limit=4) as evaluator:
+        results = evaluator.evaluate_many([proposal.code for proposal in proposals])
+    assert any(result.valid for result in results), [result.reason for result in results]
+    usage = ledger.usage(operator="m2")
+    assert usage.requests == ATTEMPTS and usage.completion_tokens > 0
