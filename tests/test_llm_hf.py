@@ -12,7 +12,7 @@ from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 from coevo.es.host import TorchWeightsHost
 from coevo.es.perturbation import Perturbation, Update
 from coevo.llm.base import LLM, Completion, SamplingParams
-from coevo.llm.hf import HFBackend
+from coevo.llm.hf import HFBackend, _most_likely_first
 from coevo.llm.seeds import request_seed
 
 CHAT_TEMPLATE = (
@@ -175,3 +175,17 @@ def test_smollm2_answers_in_a_batch_with_token_counts() -> None:
     assert [a.text for a in backend.generate(questions, seeded)] == [
         a.text for a in backend.generate(questions, seeded)
     ]
+
+
+def test_nucleus_shortcut_equals_a_full_sort_or_falls_back_to_one() -> None:
+    generator = torch.Generator().manual_seed(0)
+    peaked = torch.softmax(8 * torch.randn(4, 5000, generator=generator), dim=-1)
+    flat = torch.softmax(0.01 * torch.randn(4, 5000, generator=generator), dim=-1)
+    top_p = torch.full((4, 1), 0.9)
+    for probs in (peaked, flat):
+        values, ids = _most_likely_first(probs, top_p)
+        full_values, full_ids = probs.sort(dim=-1, descending=True)
+        kept = values.shape[-1]
+        assert torch.equal(values, full_values[:, :kept]) and torch.equal(ids, full_ids[:, :kept])
+        assert bool((values.sum(dim=-1) >= 0.9).all())  # every row's nucleus is inside what was kept
+    assert _most_likely_first(peaked, top_p)[0].shape[-1] < 5000 == _most_likely_first(flat, top_p)[0].shape[-1]

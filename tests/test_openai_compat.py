@@ -7,6 +7,9 @@ Faults come from a small HTTP proxy in front of the server that misbehaves on ch
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -121,14 +124,15 @@ class _FaultHandler(BaseHTTPRequestHandler):
             self._reply(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "0"})
         elif fault == "malformed":
             self._reply(200, b'{"choices": [{"message": ')
-        else:
-            if fault == "slow":
-                time.sleep(SLOW_REPLY_S)
-            upstream = httpx.post(f"{self.server.upstream}{self.path[len('/v1') :]}", content=body, timeout=60)
+        elif fault == "slow":  # answers, but only long after the client's timeout
+            time.sleep(SLOW_REPLY_S)
             try:
-                self._reply(upstream.status_code, upstream.content)
-            except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting: expected for "slow"
+                self._reply(200, b'{"choices": []}')
+            except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
+        else:
+            upstream = httpx.post(f"{self.server.upstream}{self.path[len('/v1') :]}", content=body, timeout=60)
+            self._reply(upstream.status_code, upstream.content)
 
     def _reply(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
@@ -299,3 +303,20 @@ def test_serve_command_wants_run_dir_and_step_together(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["serve", "--run-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert result.output.strip().count("\n") == 0 and "--run-dir and --step go together" in result.output
+
+
+def test_serve_entry_point_answers_until_terminated(model_dir: Path) -> None:
+    """`serve()` as `coevo serve` runs it: its own process, generation on its main thread."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = f"from coevo.llm.serve import serve; serve(model={str(model_dir)!r}, port={port})"
+    process = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    try:
+        banner = process.stderr.readline()  # printed once the socket is bound
+        assert f"http://127.0.0.1:{port}/v1" in banner
+        with _client(f"http://127.0.0.1:{port}/v1", model_dir.name) as client:
+            assert client.generate([CAT, COUNT], SHORT)[1].completion_tokens >= 1
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

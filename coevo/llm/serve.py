@@ -54,7 +54,9 @@ class DynamicBatcher:
     After the first request, it keeps collecting while requests keep coming (each within `gap_s` of
     the previous one), for at most `max_wait_s` and `max_batch` requests: clients that fire together
     are rarely more than a few ms apart, but on a busy machine a fixed short window splits them.
-    One worker thread owns the model, so generation never runs concurrently with itself.
+    Exactly one thread runs `run()` and owns the model, so generation never runs concurrently with
+    itself. `coevo serve` runs it on the main thread, where the same batches measured 2-20% faster
+    than in a spawned thread here; `start()` spawns one instead, for embedding the server elsewhere.
     """
 
     def __init__(self, backend: HFBackend, gap_s: float = 0.02, max_wait_s: float = 0.2, max_batch: int = 16) -> None:
@@ -63,8 +65,7 @@ class DynamicBatcher:
         self.max_wait_s = max_wait_s
         self.max_batch = max_batch
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
-        self._worker = threading.Thread(target=self._run, name="coevo-batcher", daemon=True)
-        self._worker.start()
+        self._worker: threading.Thread | None = None
 
     def submit(self, messages: Sequence[Message], sampling: SamplingParams) -> Future[Completion]:
         """Queue one request; its future resolves when its batch is done."""
@@ -72,12 +73,19 @@ class DynamicBatcher:
         self._queue.put(pending)
         return pending.result
 
-    def close(self) -> None:
-        """Finish the batch in progress, then stop the worker."""
-        self._queue.put(None)
-        self._worker.join()
+    def start(self) -> None:
+        """Run the batches in a daemon thread."""
+        self._worker = threading.Thread(target=self.run, name="coevo-batcher", daemon=True)
+        self._worker.start()
 
-    def _run(self) -> None:
+    def close(self) -> None:
+        """Let run() finish the batch in progress and return."""
+        self._queue.put(None)
+        if self._worker is not None:
+            self._worker.join()
+
+    def run(self) -> None:
+        """Generate batches until close()."""
         while (first := self._queue.get()) is not None:
             batch, closing = self._collect(first)
             try:
@@ -170,7 +178,8 @@ def chat_completion_body(completion: Completion, model: str) -> dict[str, Any]:
 
 
 class ChatServer(ThreadingHTTPServer):
-    """One thread per connection; all generation goes through the shared `DynamicBatcher`."""
+    """One thread per connection; all generation goes through the shared `DynamicBatcher`, whose
+    `run()` someone must call (see `make_server` and `serve`)."""
 
     daemon_threads = True
 
@@ -264,8 +273,13 @@ def make_server(
     model_id: str | None = None,
     api_key: str | None = None,
 ) -> ChatServer:
-    """A bound, not yet serving server (port 0 picks a free port); call serve_forever() to run it."""
-    return ChatServer((host, port), backend, model_id or backend.name, api_key)
+    """A bound server whose batcher already runs in its own thread (port 0 picks a free port).
+
+    Call serve_forever() to answer requests and server_close() to stop.
+    """
+    server = ChatServer((host, port), backend, model_id or backend.name, api_key)
+    server.batcher.start()
+    return server
 
 
 def serve(
@@ -284,12 +298,13 @@ def serve(
     if run_dir is not None and step is not None:
         load_run_weights(backend, run_dir, step)
         model_id = f"{backend.name}@{Path(run_dir).name}:{step}"
-    server = make_server(backend, host, port, model_id=model_id, api_key=api_key)
+    server = ChatServer((host, port), backend, model_id, api_key)
     if host != LOOPBACK and api_key is None:
         print(f"coevo serve: warning: listening on {host} without an API key", file=sys.stderr)
     print(f"coevo serve: {model_id} (weights {backend.weights_id}) on {server.url}", file=sys.stderr, flush=True)
     try:
-        server.serve_forever()
+        threading.Thread(target=server.serve_forever, name="coevo-http", daemon=True).start()
+        server.batcher.run()  # generation on the main thread, until Ctrl-C
     except KeyboardInterrupt:
         pass
     finally:
