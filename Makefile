@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(PY) -m coevo.demo
+	$(VENV)/bin/coevo tasks baselines --split val
 
 test: setup
 	$(PY) -m pytest -m "not slow" -q

@@ -313,8 +313,8 @@ def test_serve_entry_point_answers_until_terminated(model_dir: Path) -> None:
     code = f"from coevo.llm.serve import serve; serve(model={str(model_dir)!r}, port={port})"
     process = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
     try:
-        banner = process.stderr.readline()  # printed once the socket is bound
-        assert f"http://127.0.0.1:{port}/v1" in banner
+        banner = next((line for line in process.stderr if "coevo serve:" in line), "exited without a banner")
+        assert f"http://127.0.0.1:{port}/v1" in banner  # printed once the socket is bound
         with _client(f"http://127.0.0.1:{port}/v1", model_dir.name) as client:
             assert client.generate([CAT, COUNT], SHORT)[1].completion_tokens >= 1
     finally:

@@ -59,7 +59,7 @@ class DynamicBatcher:
     than in a spawned thread here; `start()` spawns one instead, for embedding the server elsewhere.
     """
 
-    def __init__(self, backend: HFBackend, gap_s: float = 0.02, max_wait_s: float = 0.2, max_batch: int = 16) -> None:
+    def __init__(self, backend: HFBackend, gap_s: float = 0.05, max_wait_s: float = 0.5, max_batch: int = 16) -> None:
         self.backend = backend
         self.gap_s = gap_s
         self.max_wait_s = max_wait_s
@@ -88,6 +88,7 @@ class DynamicBatcher:
         """Generate batches until close()."""
         while (first := self._queue.get()) is not None:
             batch, closing = self._collect(first)
+            log.debug("generating a batch of %d", len(batch))
             try:
                 completions = self.backend.generate_each([(p.messages, p.sampling) for p in batch])
             except Exception as exc:  # one bad batch must not kill the server: every waiter gets the error
