@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from coevo.llm.models import register as register_models
+from coevo.llm.serve import register as register_serve
 
 app = typer.Typer(
     add_completion=False,
@@ -23,6 +24,7 @@ app = typer.Typer(
 tasks_app = typer.Typer(no_args_is_help=True, help="List the heuristic-design tasks and evaluate heuristics on them.")
 app.add_typer(tasks_app, name="tasks")
 register_models(app)
+register_serve(app)
 
 
 class UsageProblem(Exception):
@@ -133,7 +135,7 @@ def tasks_baselines(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turns usage mistakes (ours and click's) into one line on stderr and exit 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        exit_code = app(args=argv, standalone_mode=False)  # an int when a command raised typer.Exit
     except UsageProblem as exc:
         print(f"coevo: error: {exc}", file=sys.stderr)
         return 2
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         # A bare group shows its help (several lines); a real mistake is one line.
         print(message if "\n" in message else f"coevo: error: {message}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)
-    return 0
+    return exit_code if isinstance(exit_code, int) else 0
 
 
 if __name__ == "__main__":

@@ -17,8 +17,9 @@ finished early one distance unit (the matrix's diagonal) per step spent waiting 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 

@@ -8,12 +8,14 @@ colony's seed and iteration count, so the evaluation protocol is part of the has
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from tasks.aco import check_prior
 from tasks.base import Instance, InvalidSolution, Task
+
 
 def protocol_fields(seed: int, n_iterations: int) -> dict[str, np.ndarray]:
     """The per-instance colony settings, stored as numpy scalars so they enter the instance hash."""

@@ -10,9 +10,10 @@ farthest insertion for the TSP); both are scored by ``Task.score``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import Any
 
 import numpy as np
 

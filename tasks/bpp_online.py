@@ -15,7 +15,8 @@ used; the reference is the L1 lower bound ceil(sum / capacity), so the gap is th
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -7,7 +7,7 @@ therefore means replaying the same draws in the same order, which is what these 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

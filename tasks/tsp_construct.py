@@ -9,7 +9,8 @@ tours (through ``elkai``), scored in the original float metric.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

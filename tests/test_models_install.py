@@ -14,7 +14,7 @@ from typer.exceptions import TyperException
 from typer.testing import CliRunner
 
 from coevo.llm import models
-from coevo.llm.hf import EMBEDDED_MODELS, ModelNotFoundError, locate_gguf
+from coevo.llm.embedded import EMBEDDED_MODELS, ModelNotFoundError, locate_gguf
 
 PART_BYTES = [b"GGUF-first-part|", b"second|", b"third-and-last"]
 

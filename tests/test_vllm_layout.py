@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from tiny_lm import build_tiny_llama
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from coevo.es.host import TorchWeightsHost
@@ -13,7 +14,6 @@ from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Perturbation, Update
 from coevo.llm import vllm as coevo_vllm
 from coevo.llm.vllm import bind_canonical_views, map_canonical_to_served, meta_skeleton
-from tiny_lm import build_tiny_llama
 
 VOCAB_PADDING = 64  # vLLM pads embedding rows to a multiple of this
 LAYER = "model.layers.1"

