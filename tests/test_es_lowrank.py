@@ -15,13 +15,7 @@ from coevo.es.perturbation import Perturbation, Update
 RANK = 2
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny matrices: a second intra-op thread only spin-waits on a shared CPU."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

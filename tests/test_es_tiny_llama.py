@@ -11,13 +11,7 @@ VOCAB = 32  # a trivial vocabulary: token ids are the text
 PROMPTS = torch.randint(1, VOCAB, (8, 4), generator=torch.Generator().manual_seed(1))
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny matrices: a second intra-op thread only adds spin-waiting on a shared 2-core machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_llama() -> LlamaForCausalLM:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,7 +26,7 @@ from torch import nn
 
 from coevo.es.noise import NOISE_VERSION, noise_key, perturb_
 from coevo.es.optim import ParamState, apply_update_
-from coevo.es.perturbation import Perturbation, Update
+from coevo.es.perturbation import Perturbation, PerturbedContext, Update
 
 RestoreMode = Literal["exact", "inplace"]
 
@@ -91,7 +89,7 @@ class _EvolvedTensor:
     state: ParamState
 
 
-class TorchWeightsHost:
+class TorchWeightsHost(PerturbedContext):
     """A `WeightsHost` for a torch.nn.Module (transformers models included); see the module docstring.
 
     From construction on the host owns the evolved weights: in "exact" mode the master copy is the
@@ -169,15 +167,6 @@ class TorchWeightsHost:
             else:
                 self._write_back(t, t.master)
         self._active = None
-
-    @contextmanager
-    def perturbed(self, perturbation: Perturbation) -> Iterator[None]:
-        """perturb() on entry, restore() on exit, even on error."""
-        self.perturb(perturbation)
-        try:
-            yield
-        finally:
-            self.restore()
 
     def apply_update(self, update: Update) -> None:
         """Move theta by one ES step in fp32 (into the master in "exact" mode, then cast back)."""

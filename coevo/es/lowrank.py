@@ -20,7 +20,7 @@ from torch import nn
 
 from coevo.es.host import TorchWeightsHost, select_parameters
 from coevo.es.noise import NOISE_VERSION, noise
-from coevo.es.perturbation import Perturbation, Update
+from coevo.es.perturbation import Perturbation, PerturbedContext, Update
 
 
 def lowrank_factors(seed: int, name: str, shape: tuple[int, int], rank: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,7 +78,7 @@ def _add_member_deltas(factors: _MemberFactors, rows: torch.Tensor) -> Callable:
     return hook
 
 
-class LowRankHost:
+class LowRankHost(PerturbedContext):
     """A `WeightsHost` whose members are low-rank perturbations of a module's nn.Linear weights.
 
     `population()` runs many members in one batch (the fast path); `perturb()`/`restore()` materialise
@@ -165,15 +165,6 @@ class LowRankHost:
         for name, layer in self._targets.items():
             layer.weight.copy_(self._saved[name])
         self._saved = None
-
-    @contextmanager
-    def perturbed(self, perturbation: Perturbation) -> Iterator[None]:
-        """perturb() on entry, restore() on exit, even on error."""
-        self.perturb(perturbation)
-        try:
-            yield
-        finally:
-            self.restore()
 
     @torch.no_grad()
     def apply_update(self, update: Update) -> None:

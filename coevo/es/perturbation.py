@@ -6,6 +6,8 @@ weights live), so these objects can cross process or machine boundaries and fill
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from coevo.es.optim import OptimizerConfig
@@ -43,3 +45,22 @@ class Update:
     def __post_init__(self) -> None:
         if len(self.seeds) != len(self.coeffs):
             raise ValueError(f"{len(self.seeds)} seeds but {len(self.coeffs)} coefficients")
+
+
+class PerturbedContext:
+    """Mixin for weights hosts: ``with host.perturbed(p):`` runs ``perturb(p)`` and always ``restore()``."""
+
+    def perturb(self, perturbation: Perturbation) -> None:
+        raise NotImplementedError
+
+    def restore(self) -> None:
+        raise NotImplementedError
+
+    @contextmanager
+    def perturbed(self, perturbation: Perturbation) -> Iterator[None]:
+        """perturb() on entry, restore() on exit, even on error."""
+        self.perturb(perturbation)
+        try:
+            yield
+        finally:
+            self.restore()

@@ -18,8 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from torch import nn
 
 from coevo.es.noise import NOISE_VERSION
 from coevo.es.optim import OptimizerConfig
-from coevo.es.perturbation import Perturbation, Update
+from coevo.es.perturbation import Perturbation, PerturbedContext, Update
 from coevo.llm.base import Completion, Message, SamplingParams
 from coevo.llm.seeds import request_seed
 
@@ -191,7 +190,7 @@ def _on_worker(engine: Any, method: str, *args: Any) -> Any:
     return result
 
 
-class VLLMWeightsHost:
+class VLLMWeightsHost(PerturbedContext):
     """The `WeightsHost` of a `VLLMBackend`: sends seeds and numbers to the worker, which moves the weights."""
 
     noise_version = NOISE_VERSION
@@ -213,14 +212,6 @@ class VLLMWeightsHost:
             raise RuntimeError("restore() without an active perturbation")
         _on_worker(self.engine, "coevo_restore")
         self._active = None
-
-    @contextmanager
-    def perturbed(self, perturbation: Perturbation) -> Iterator[None]:
-        self.perturb(perturbation)
-        try:
-            yield
-        finally:
-            self.restore()
 
     def apply_update(self, update: Update) -> None:
         if self._active is not None:
