@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup demo test test-all bench clean
+.PHONY: setup demo test test-slow test-all bench clean
 
 setup: $(STAMP)
 
@@ -22,12 +22,16 @@ demo: setup
 test: setup
 	$(PY) -m pytest -m "not slow" -q
 
+test-slow: setup
+	$(PY) -m pytest -m "slow and not downloads" -q
+
 test-all: setup
 	$(PY) -m pytest -q
 
 bench: setup
 	$(PY) experiments/bench/sandbox.py
 	$(PY) experiments/bench/es.py
+	$(PY) experiments/bench/llm.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
