@@ -85,7 +85,7 @@ def _reap(children: dict[int, tuple[int, str]]) -> None:
         if pid in children:
             status_fd, workdir = children.pop(pid)
             _kill_group(pid)  # nothing the candidate started may outlive it
-            shutil.rmtree(workdir, ignore_errors=True)  # before reporting: "reaped" means "gone"
+            _remove_workdir(workdir)  # before reporting: "reaped" means "gone"
             _report(status_fd, b"X", status)
             os.close(status_fd)
 
@@ -99,8 +99,16 @@ def _shut_down(children: dict[int, tuple[int, str]]) -> None:
             os.waitpid(pid, 0)
         except ChildProcessError:
             pass
-        shutil.rmtree(workdir, ignore_errors=True)
+        _remove_workdir(workdir)
         os.close(status_fd)
+
+
+def _remove_workdir(workdir: str) -> None:
+    """Most candidates write nothing: one rmdir then, a full tree walk only when it is needed."""
+    try:
+        os.rmdir(workdir)
+    except OSError:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _report(status_fd: int, kind: bytes, value: int) -> None:
