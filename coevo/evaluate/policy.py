@@ -10,34 +10,6 @@ from __future__ import annotations
 import ast
 import re
 
-ALLOWED_MODULES: frozenset[str] = frozenset(
-    {
-        "numpy",
-        "math",
-        "cmath",
-        "random",
-        "itertools",
-        "heapq",
-        "collections",
-        "functools",
-        "typing",
-        "dataclasses",
-        "statistics",
-        "bisect",
-        "operator",
-        "copy",
-        "fractions",
-        "decimal",
-        "numbers",
-        "array",
-        "string",
-        "enum",
-        "abc",
-        "time",
-    }
-)
-"""Top-level modules a candidate may import."""
-
 PRELOADED_MODULES: tuple[str, ...] = (
     "numpy",
     "numpy.random",
@@ -68,6 +40,9 @@ PRELOADED_MODULES: tuple[str, ...] = (
     "time",
 )
 """Modules imported by the fork server, so a sandboxed child never needs to read a file to import."""
+
+ALLOWED_MODULES: frozenset[str] = frozenset(name.partition(".")[0] for name in PRELOADED_MODULES)
+"""Top-level modules a candidate may import: exactly those the fork server has loaded."""
 
 FORBIDDEN_NAMES: frozenset[str] = frozenset(
     {
