@@ -15,6 +15,7 @@ import numpy as np
 
 from tasks.aco import check_prior
 from tasks.base import Instance, InvalidSolution, Task
+from tasks.tsp_construct import distance_matrix
 
 
 def protocol_fields(seed: int, n_iterations: int) -> dict[str, np.ndarray]:
@@ -55,3 +56,11 @@ class ACOTask(Task):
     def construct(self, heuristic: Callable[..., Any], instance: Instance) -> Any:
         prior = check_prior(heuristic(*self.heuristic_arguments(instance)), self.prior_size(instance))
         return self.run_colony(instance, prior)
+
+
+def heuristic_distances(coords: np.ndarray) -> np.ndarray:
+    """Distances as the published evaluators hand them to the heuristic: diagonal set to 1, so
+    that ``1 / distance`` is finite (self-loops are never taken)."""
+    distances = distance_matrix(coords)
+    np.fill_diagonal(distances, 1.0)
+    return distances

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tasks.aco import ColonySettings, cvrp_colony
-from tasks.aco_task import ACOTask, integer_vector, protocol_fields
+from tasks.aco_task import ACOTask, heuristic_distances, integer_vector, protocol_fields
 from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName
 from tasks.tsp_construct import distance_matrix
 
@@ -95,8 +95,7 @@ class CVRPACO(ACOTask):
         return list(_all_groups()[split])
 
     def heuristic_arguments(self, instance: Instance) -> tuple[Any, ...]:
-        distances = distance_matrix(instance["coords"])
-        np.fill_diagonal(distances, 1.0)
+        distances = heuristic_distances(instance["coords"])
         return distances, instance["coords"].copy(), instance["demands"].astype(np.float64), int(instance["capacity"])
 
     def prior_size(self, instance: Instance) -> int:

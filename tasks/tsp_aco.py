@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tasks.aco import ColonySettings, tsp_colony
-from tasks.aco_task import ACOTask, integer_vector, protocol_fields
+from tasks.aco_task import ACOTask, heuristic_distances, integer_vector, protocol_fields
 from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName
 from tasks.generators import uniform_stream
 from tasks.tsp_construct import TSPConstruct, distance_matrix, tour_length
@@ -47,14 +47,6 @@ def _all_groups() -> dict[SplitName, tuple[InstanceGroup, ...]]:
     return {split: tuple(found) for split, found in groups.items()}
 
 
-def _heuristic_distances(coords: np.ndarray) -> np.ndarray:
-    """Distances as the published evaluator hands them to the heuristic: diagonal set to 1, so
-    that ``1 / distance`` is finite (self-loops are never taken)."""
-    distances = distance_matrix(coords)
-    np.fill_diagonal(distances, 1.0)
-    return distances
-
-
 class TSPACO(ACOTask):
     name = "tsp_aco"
     signature = "def heuristics(distance_matrix: np.ndarray) -> np.ndarray"
@@ -73,7 +65,7 @@ class TSPACO(ACOTask):
         return list(_all_groups()[split])
 
     def heuristic_arguments(self, instance: Instance) -> tuple[Any, ...]:
-        return (_heuristic_distances(instance["coords"]),)
+        return (heuristic_distances(instance["coords"]),)
 
     def prior_size(self, instance: Instance) -> int:
         return len(instance["coords"])
