@@ -2,7 +2,8 @@
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from tiny_lm import build_tiny_llama
+from transformers import LlamaForCausalLM
 
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.es.host import TorchWeightsHost
@@ -15,22 +16,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_llama() -> LlamaForCausalLM:
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        initializer_range=0.05,
-        tie_word_embeddings=True,
-        bos_token_id=0,
-        eos_token_id=None,
-        pad_token_id=0,
+    # No end-of-sequence token: every greedy continuation runs its full length.
+    return build_tiny_llama(
+        VOCAB, initializer_range=0.05, max_position_embeddings=64, bos_token_id=0, eos_token_id=None
     )
-    torch.manual_seed(0)
-    return LlamaForCausalLM(config).eval()
 
 
 def greedy_continuations(model: LlamaForCausalLM) -> torch.Tensor:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -31,20 +33,26 @@ def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
     )
 
 
-def build_tiny_llama(vocab_size: int, seed: int = 0, width: int = 64) -> LlamaForCausalLM:
-    """Two-layer random Llama in fp32 eval mode: same module layout as SmolLM2, milliseconds per step."""
+def build_tiny_llama(vocab_size: int, seed: int = 0, width: int = 64, **config_overrides: Any) -> LlamaForCausalLM:
+    """Two-layer random Llama in fp32 eval mode: same module layout as SmolLM2, milliseconds per step.
+
+    ``config_overrides`` replace LlamaConfig fields (e.g. ``eos_token_id=None`` for outputs that never stop).
+    """
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=width,
-        intermediate_size=2 * width,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        pad_token_id=0,
-        bos_token_id=2,
-        eos_token_id=3,
-        tie_word_embeddings=True,
+        **{
+            "vocab_size": vocab_size,
+            "hidden_size": width,
+            "intermediate_size": 2 * width,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 256,
+            "pad_token_id": 0,
+            "bos_token_id": 2,
+            "eos_token_id": 3,
+            "tie_word_embeddings": True,
+            **config_overrides,
+        }
     )
     return LlamaForCausalLM(config).eval()
