@@ -13,6 +13,7 @@ from rich.table import Table
 
 from coevo.llm.models import register as register_models
 from coevo.llm.serve import register as register_serve
+from coevo.run.cli import register as register_runner
 
 app = typer.Typer(
     add_completion=False,
@@ -23,8 +24,6 @@ app = typer.Typer(
 )
 tasks_app = typer.Typer(no_args_is_help=True, help="List the heuristic-design tasks and evaluate heuristics on them.")
 app.add_typer(tasks_app, name="tasks")
-register_models(app)
-register_serve(app)
 
 
 class UsageProblem(Exception):
@@ -33,6 +32,11 @@ class UsageProblem(Exception):
 
 def _fail(message: str) -> NoReturn:
     raise UsageProblem(message)
+
+
+register_runner(app, _fail)
+register_models(app)
+register_serve(app)
 
 
 @tasks_app.command("list")

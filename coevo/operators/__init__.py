@@ -5,7 +5,7 @@ of evaluation. `dspy_rewriter` is imported on its own so that this package does 
 """
 
 from coevo.operators.dedupe import DuplicateFilter, code_fingerprint
-from coevo.operators.eoh import EoHOperators
+from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.operators.ledger import BudgetLedger, Usage, metered_generate
 from coevo.operators.parsing import FunctionSpec, ParsedCode, ParseFailure, parse_heuristic
 from coevo.operators.records import Parent, Proposal, Rejection, TaskSpec, TextProposal
@@ -24,6 +24,7 @@ __all__ = [
     "ParsedCode",
     "PromptTemplates",
     "Proposal",
+    "ProposalRequest",
     "Reflector",
     "Rejection",
     "TaskSpec",

@@ -9,7 +9,7 @@ can evolve it. Several proposals go to the backend in one `generate` call, each 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from coevo.llm.base import LLM, Completion, Message, SamplingParams
@@ -17,6 +17,16 @@ from coevo.operators.ledger import BudgetLedger, metered_generate
 from coevo.operators.parsing import FunctionSpec, ParseFailure, parse_heuristic
 from coevo.operators.records import Parent, Proposal, Rejection, TaskSpec, completion_error
 from coevo.operators.templates import EOH_OPERATORS, PromptTemplates, default_templates
+
+@dataclass(frozen=True)
+class ProposalRequest:
+    """One heuristic to ask for: operator, parents, reflection hints, and optionally other templates."""
+
+    operator: str
+    parents: tuple[Parent, ...] = ()
+    hints: str = ""
+    templates: PromptTemplates | None = None
+
 
 PARENT_COUNTS: dict[str, tuple[int, int | None]] = {
     "i1": (0, 0),
@@ -83,13 +93,28 @@ class EoHOperators:
         sampling: SamplingParams | None = None,
     ) -> list[Proposal | Rejection]:
         """One proposal per parent set (repeat a set for several samples), all in one generate call."""
-        prompts = [self.build_prompt(operator, parents, hints) for parents in parent_sets]
+        return self.propose_many([ProposalRequest(operator, tuple(parents), hints) for parents in parent_sets], sampling)
+
+    def propose_many(
+        self, requests: Sequence[ProposalRequest], sampling: SamplingParams | None = None
+    ) -> list[Proposal | Rejection]:
+        """Proposals for mixed operators, parents and templates, still in one generate call.
+
+        This is what lets the coevo method batch members that each use their own prompt variant.
+        """
+        prompts = [
+            (self if request.templates is None else replace(self, templates=request.templates)).build_prompt(
+                request.operator, request.parents, request.hints
+            )
+            for request in requests
+        ]
         if not prompts:
             return []
-        completions = metered_generate(self.llm, prompts, sampling or self.sampling, self.ledger, operator)
+        label = "+".join(dict.fromkeys(request.operator for request in requests))
+        completions = metered_generate(self.llm, prompts, sampling or self.sampling, self.ledger, label)
         return [
-            self._interpret(operator, tuple(p.key for p in parents), prompt, completion)
-            for parents, prompt, completion in zip(parent_sets, prompts, completions, strict=True)
+            self._interpret(request.operator, tuple(p.key for p in request.parents), prompt, completion)
+            for request, prompt, completion in zip(requests, prompts, completions, strict=True)
         ]
 
     def _interpret(

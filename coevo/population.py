@@ -1,0 +1,126 @@
+"""The population manager: the heuristics that survive, and the prompt variants that write them.
+
+`Population` is EoH's elitist pool: offspring join, duplicates (same code, or same objective, which
+in practice is the same heuristic reformatted) are dropped, and only the best `size` stay. Parents are
+drawn with EoH's rank weights 1 / (rank + size), which favour the best without starving the rest.
+
+`PromptPool` is the prompt side of the coevo method: prompt variants (templates plus skill notes)
+with a running score; the worst is replaced by a mutation of the best each generation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from coevo.candidate import Candidate
+from coevo.operators.records import Parent
+from coevo.operators.templates import PromptTemplates
+
+
+class Population:
+    """At most `size` valid candidates, best (lowest fitness) first."""
+
+    def __init__(self, size: int, members: Iterable[Candidate] = ()) -> None:
+        if size < 1:
+            raise ValueError(f"population size must be at least 1, got {size}")
+        self.size = size
+        self.members: list[Candidate] = []
+        self.add(members)
+
+    def add(self, candidates: Iterable[Candidate]) -> None:
+        """Merge valid candidates in, keeping the best `size` distinct ones (the first of equals wins)."""
+        pool = sorted([*self.members, *(c for c in candidates if c.valid)], key=lambda c: c.fitness)
+        kept: list[Candidate] = []
+        seen_codes: set[str] = set()
+        seen_fitness: set[float] = set()
+        for candidate in pool:
+            if candidate.key in seen_codes or candidate.fitness in seen_fitness:
+                continue
+            seen_codes.add(candidate.key)
+            seen_fitness.add(candidate.fitness)
+            kept.append(candidate)
+        self.members = kept[: self.size]
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.members[0] if self.members else None
+
+    @property
+    def worst_fitness(self) -> float | None:
+        return self.members[-1].fitness if self.members else None
+
+    def select(self, rng: np.random.Generator, count: int) -> list[Candidate]:
+        """`count` distinct parents (fewer if the pool is smaller), drawn with weights 1 / (rank + size)."""
+        if not self.members:
+            raise ValueError("cannot select parents from an empty population")
+        weights = 1.0 / (np.arange(len(self.members)) + len(self.members))
+        chosen = rng.choice(len(self.members), size=min(count, len(self.members)), replace=False, p=weights / weights.sum())
+        return [self.members[int(i)] for i in chosen]
+
+
+def as_parent(candidate: Candidate) -> Parent:
+    """How prompts show a candidate: its key, thought, code and search objective."""
+    return Parent(candidate.key, candidate.thought, candidate.code, candidate.objective)
+
+
+@dataclass(frozen=True)
+class PromptVariant:
+    """One way of asking: the operator templates plus skill notes shown as hints, with its record."""
+
+    id: str
+    templates: PromptTemplates
+    notes: str = ""
+    parent: str | None = None
+    changed: str | None = None
+    """Which component this variant rewrote from its parent (None for the initial variant)."""
+    uses: int = 0
+    score: float = 0.0
+    """Mean reward (parent minus child objective) of the children written under this variant."""
+
+    def scored(self, rewards: Sequence[float]) -> PromptVariant:
+        """This variant with `rewards` folded into its running mean."""
+        if not rewards:
+            return self
+        uses = self.uses + len(rewards)
+        return replace(self, uses=uses, score=self.score + (sum(rewards) - len(rewards) * self.score) / uses)
+
+
+class PromptPool:
+    """At most `size` prompt variants; new variants start untried and are assigned first."""
+
+    def __init__(self, size: int, variants: Iterable[PromptVariant]) -> None:
+        if size < 1:
+            raise ValueError(f"prompt pool size must be at least 1, got {size}")
+        self.size = size
+        self.variants = list(variants)
+
+    def assign(self, rng: np.random.Generator, count: int) -> list[PromptVariant]:
+        """A balanced, shuffled assignment of `count` slots to variants, so every variant gets tried."""
+        slots = [self.variants[i % len(self.variants)] for i in range(count)]
+        order = rng.permutation(count)
+        return [slots[int(i)] for i in order]
+
+    def record(self, rewards_by_variant: dict[str, list[float]]) -> None:
+        self.variants = [v.scored(rewards_by_variant.get(v.id, [])) for v in self.variants]
+
+    @property
+    def best(self) -> PromptVariant:
+        return max(self.variants, key=lambda v: (v.uses > 0, v.score))
+
+    def admit(self, variant: PromptVariant) -> PromptVariant | None:
+        """Add `variant`; when full, it replaces the worst tried variant, which is returned."""
+        if len(self.variants) < self.size:
+            self.variants.append(variant)
+            return None
+        tried = [v for v in self.variants if v.uses > 0]
+        if not tried:
+            return None
+        worst = min(tried, key=lambda v: v.score)
+        self.variants = [variant if v.id == worst.id else v for v in self.variants]
+        return worst

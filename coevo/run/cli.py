@@ -1,0 +1,147 @@
+"""`coevo run | resume | report` and `coevo runs show | export`: the runner's command line.
+
+Each command validates what it was given before loading a model, so mistakes cost a second, not a
+model load, and end in one line and exit 2 (raised as `UsageProblem` for `coevo.cli.main`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+def register(app: typer.Typer, fail) -> None:
+    """Add the runner's commands to the `coevo` app; `fail(message)` raises the CLI's usage error."""
+    runs_app = typer.Typer(no_args_is_help=True, help="Inspect and export finished or running runs.")
+    app.add_typer(runs_app, name="runs")
+
+    @app.command("run")
+    def run(
+        config_path: Annotated[Path, typer.Argument(metavar="CONFIG.toml", help="Run configuration.")],
+        overrides: Annotated[
+            list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Override a config key (repeatable).")
+        ] = None,
+        run_dir: Annotated[Path | None, typer.Option(help="Where the run is stored (default: runs/<name>).")] = None,
+    ) -> None:
+        """Run a method on a task until the evaluation budget is spent, then validate and report."""
+        from coevo.run.config import ConfigError, load_config
+        from coevo.run.session import default_run_dir, start_run
+        from coevo.run.store import StoreError
+
+        try:
+            config = load_config(config_path, overrides or [])
+            target = run_dir or default_run_dir(config)
+            if (target / "run.sqlite").exists():
+                fail(f"{target} already holds a run; use `coevo resume {target}` or another --run-dir")
+            runner = start_run(config, target)
+        except (ConfigError, StoreError) as exc:
+            fail(str(exc))
+        _drive(runner)
+
+    @app.command("resume")
+    def resume(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")]) -> None:
+        """Continue an interrupted run exactly where its last committed step left it."""
+        from coevo.run.config import ConfigError
+        from coevo.run.session import resume_run
+        from coevo.run.store import StoreError
+
+        try:
+            runner = resume_run(run_dir)
+        except (ConfigError, StoreError) as exc:
+            fail(str(exc))
+        _drive(runner)
+
+    @app.command("report")
+    def report(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")]) -> None:
+        """Write RUN_DIR/report.html: a self-contained page of the run's curves, code and prompts."""
+        from coevo.report import write_report
+        from coevo.run.store import StoreError
+
+        try:
+            print(write_report(run_dir))
+        except StoreError as exc:
+            fail(str(exc))
+
+    @runs_app.command("show")
+    def show(
+        run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")],
+        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    ) -> None:
+        """Status, budget used, LLM calls, the best heuristic and the weights hash of a run."""
+        from coevo.run.runner import summary
+        from coevo.run.store import RunStore, StoreError
+
+        try:
+            store = RunStore.open(run_dir)
+        except StoreError as exc:
+            fail(str(exc))
+        facts = summary(store)
+        if as_json:
+            print(json.dumps(facts))
+            return
+        best = facts["best"]
+        print(f"{run_dir}: {facts['status']}, {facts['method']} on {facts['task']}")
+        print(f"  evaluations {facts['evaluations']}, LLM calls {facts['llm_calls']}")
+        print(f"  weights sha256 {facts['weights_sha256'] or '(base model, not evolved)'}")
+        if best is None:
+            print("  no valid heuristic yet")
+        else:
+            gap = "n/a" if best["gap_pct"] is None else f"{best['gap_pct']:.3f}%"
+            print(f"  best objective {best['objective']:.6g} (gap {gap}):\n{best['code']}")
+
+    @runs_app.command("export")
+    def export(
+        run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A finished run directory.")],
+        name: Annotated[str | None, typer.Option(help="Library name (default: method, seed and code hash).")] = None,
+        to: Annotated[Path | None, typer.Option(help="Directory to write to (default: heuristics/evolved).")] = None,
+    ) -> None:
+        """Add the run's best heuristic to the skill library with its provenance."""
+        from coevo.run.export import ExportError, export_best
+        from coevo.run.store import StoreError
+
+        try:
+            print(export_best(run_dir, name=name, directory=to))
+        except (StoreError, ExportError) as exc:
+            fail(str(exc))
+
+
+def _drive(runner) -> None:
+    """Run with a progress bar, then validate the best heuristic, write the report, and summarise."""
+    from coevo.report import write_report
+    from coevo.run.validation import validate_best
+
+    console = Console(stderr=True)
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("evals  best {task.fields[best]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task(_describe(runner), total=runner.config.budget, best="-")
+
+        def update(current) -> None:
+            best = "-" if current.best is None else f"{current.best.objective:.5g}"
+            progress.update(bar, completed=current.evaluations, description=_describe(current), best=best)
+
+        runner.on_progress = update
+        update(runner)
+        runner.run()
+    with console.status("validating the best heuristic and the seed on the val split"):
+        validation = validate_best(runner)
+    report = write_report(runner.run_dir)
+    for line in validation.lines():
+        print(line)
+    print(f"run directory: {runner.run_dir}")
+    print(f"report: {report}")
+
+
+def _describe(runner) -> str:
+    return f"{runner.config.method} {runner.config.task} gen {runner.generation}"

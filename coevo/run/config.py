@@ -1,0 +1,162 @@
+"""A run's knobs in one validated object: the TOML file, `--set key=value` overrides, and defaults.
+
+Defaults follow the reference grid (population 10, k = 1 direction per parent, sigma 1e-3 cosine to 0,
+alpha 5e-4, z-scored rewards), so a config that names only method, task, model and budget is the
+reference setting at that budget.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+METHODS = ("sample", "eoh", "sample+es", "eoh+es", "coevo")
+WEIGHT_METHODS = frozenset({"sample+es", "eoh+es", "coevo"})
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message is one line naming the problem."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ESSettings(_Section):
+    sigma: float = Field(1e-3, gt=0, description="sigma_0 of the cosine schedule")
+    sigma_final: float = Field(0.0, ge=0, description="sigma_T the schedule decays to")
+    alpha: float = Field(5e-4, gt=0, description="ES learning rate (no 1/sigma, as the reference)")
+    directions_per_parent: int = Field(1, ge=1, description="k: ES directions per population slot")
+    rank: int = Field(0, ge=0, description="0: full-rank members generated one by one; r > 0: rank-r "
+                      "EGGROLL members generated together in one batch")
+    scope: str = Field("full", description="full, all_linear or a parameter-name regex (rank > 0: not full)")
+    shaping: Literal["zscore", "centered_rank"] = "zscore"
+
+
+class LLMSettings(_Section):
+    max_new_tokens: int = Field(384, ge=16)
+    temperature: float = Field(0.8, ge=0)
+    top_p: float = Field(0.95, gt=0, le=1)
+    api_base: str | None = Field(None, description="an OpenAI-compatible server; prompt-only")
+    max_batch_size: int = Field(16, ge=1)
+
+
+class EvalSettings(_Section):
+    split: Literal["search", "val"] = Field("search", description="what selection sees; test is never shown")
+    limit: int | None = Field(None, ge=1, description="only the first N instances of the split")
+    workers: int | None = Field(None, ge=1)
+
+
+class CoevoSettings(_Section):
+    prompt_pool: int = Field(3, ge=1, description="prompt variants evolved alongside the weights")
+    operators: tuple[str, ...] = Field(("m2", "m1", "e2", "e1"), description="operators members cycle through")
+    components: tuple[str, ...] = Field(("m2", "m1", "notes"), description="prompt parts the rewriter evolves")
+
+    @field_validator("operators")
+    @classmethod
+    def _known_operators(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [op for op in value if op not in ("i1", "e1", "e2", "m1", "m2")]
+        if unknown or not value:
+            raise ValueError(f"operators must be EoH operators (i1 e1 e2 m1 m2), got {list(value)}")
+        return value
+
+
+class RunConfig(_Section):
+    """Everything a run needs; `budget` counts candidate evaluations (every proposal slot counts)."""
+
+    method: Literal["sample", "eoh", "sample+es", "eoh+es", "coevo"]
+    task: str
+    model: str = Field("smollm2-135m", description="embedded model name, model directory or module:factory")
+    budget: int = Field(ge=1)
+    seed: int = Field(0, ge=0)
+    population_size: int = Field(10, ge=2)
+    sample_batch: int = Field(20, ge=1, description="i1 samples per step of sample and sample+es")
+    library: Literal["none", "seed", "all"] = Field(
+        "seed", description="heuristics/ the population starts from: none, the task's seed, or seed + evolved"
+    )
+    es: ESSettings = ESSettings()
+    llm: LLMSettings = LLMSettings()
+    eval: EvalSettings = EvalSettings()
+    coevo: CoevoSettings = CoevoSettings()
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, value: str) -> str:
+        from tasks import TASK_NAMES
+
+        if value not in TASK_NAMES:
+            raise ValueError(f"unknown task {value!r}; known: {', '.join(TASK_NAMES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _weights_need_a_local_model(self) -> RunConfig:
+        if self.uses_weights and self.llm.api_base is not None:
+            raise ValueError(
+                f"method {self.method} evolves weights, but llm.api_base names a prompt-only server; "
+                "use a local model or a prompt-only method (sample, eoh)"
+            )
+        if self.es.rank and self.es.scope == "full":
+            raise ValueError("low-rank ES (es.rank > 0) evolves linear weights only: set es.scope = 'all_linear'")
+        return self
+
+    @property
+    def uses_weights(self) -> bool:
+        return self.method in WEIGHT_METHODS
+
+
+def parse_assignment(text: str) -> tuple[list[str], Any]:
+    """`a.b=value` -> (["a", "b"], value); the value is read as TOML (numbers, booleans, lists) or a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set expects key=value, got {text!r}")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return key.strip().split("."), value
+
+
+def merge_overrides(data: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
+    """A copy of `data` with each `key=value` assignment applied (nested keys with dots)."""
+    merged = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for text in assignments:
+        path, value = parse_assignment(text)
+        node = merged
+        for part in path[:-1]:
+            existing = node.get(part)
+            if existing is not None and not isinstance(existing, dict):
+                raise ConfigError(f"--set {text!r}: {part!r} is not a section")
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return merged
+
+
+def validate(data: dict[str, Any]) -> RunConfig:
+    """A `RunConfig`, or ConfigError with the first problem on one line."""
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "config"
+        if error["type"] == "extra_forbidden":
+            raise ConfigError(f"unknown config key {where!r}") from None
+        if error["type"] == "missing":
+            raise ConfigError(f"config key {where!r} is required") from None
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "value_error" and not error["loc"]:
+            raise ConfigError(message) from None
+        raise ConfigError(f"config key {where!r}: {message}") from None
+
+
+def load_config(path: Path, assignments: list[str] = ()) -> RunConfig:
+    """Read a TOML config and apply `--set` overrides."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from None
+    return validate(merge_overrides(data, list(assignments)))

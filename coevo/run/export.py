@@ -1,0 +1,66 @@
+"""`coevo runs export`: a run's best heuristic joins the skill library, with where it came from.
+
+The file is the heuristic's code under a comment header holding its provenance as JSON (run, method,
+config seed, objectives, weights reference, lineage), so `library = "all"` runs can start from it and a
+reader can trace it back to the run that wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from coevo.run.library import EVOLVED_DIR
+from coevo.run.store import RunStore
+
+_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+class ExportError(Exception):
+    """Nothing exportable, or a bad name."""
+
+
+def export_best(run_dir: Path, name: str | None = None, directory: Path | None = None) -> Path:
+    """Write the best heuristic of the run in `run_dir` to `directory` and return the file's path."""
+    store = RunStore.open(run_dir)
+    state = store.last_state()
+    best = None if state is None else state["best"]
+    if best is None:
+        raise ExportError(f"{run_dir} has no valid heuristic to export")
+    config = store.config
+    name = name or f"{config['method'].replace('+', '_')}_s{config['seed']}_{best['key'][:8]}"
+    if not _NAME.match(name):
+        raise ExportError(f"export name must be letters, digits and underscores, got {name!r}")
+    validation = json.loads(store.meta("validation")) if _has_meta(store, "validation") else None
+    provenance = {
+        "run_dir": str(Path(run_dir).resolve()),
+        "status": store.meta("status"),
+        "method": config["method"],
+        "task": config["task"],
+        "model": config["model"],
+        "seed": config["seed"],
+        "budget": config["budget"],
+        "key": best["key"],
+        "operator": best["operator"],
+        "parents": best["parents"],
+        "prompt_id": best["prompt_id"],
+        "weights": best["weights"],
+        "search": {"objective": best["objective"], "gap_pct": best["gap_pct"]},
+        "val": None if validation is None or validation["best_key"] != best["key"] else validation["best"],
+        "thought": best["thought"],
+    }
+    header = "\n".join(f"# {line}" for line in json.dumps(provenance, indent=1).splitlines())
+    target_dir = directory or EVOLVED_DIR
+    target_dir.mkdir(parents=True, exist_ok=True)
+    path = target_dir / f"{config['task']}__{name}.py"
+    path.write_text(f"# coevo provenance (exported from a run):\n{header}\n\n{best['code'].strip()}\n", encoding="utf-8")
+    return path
+
+
+def _has_meta(store: RunStore, key: str) -> bool:
+    try:
+        store.meta(key)
+    except KeyError:
+        return False
+    return True

@@ -1,0 +1,265 @@
+"""The five methods, each a small policy over the runner's services (propose, tell, population).
+
+Reference methods (REFERENCES.md section 1):
+* `sample`: batches of i1 samples from the fixed model.
+* `sample+es`: each i1 sample of a batch from its own perturbed model; reward = -objective, one ES
+  update per batch (invalid members penalised by the engine; all invalid: no update).
+* `eoh`: EoH generations of e1, e2, m1, m2 over an elitist population.
+* `eoh+es`: as eoh, but m1 and m2 write each child under its own ES direction (population x k of them)
+  and each of the two phases ends in an ES update with reward P - C_eff.
+
+`coevo` (this project's method): every member of a generation is a (prompt variant, ES direction) pair
+writing one child; the same evaluations drive the ES update, the prompt pool's scores and the heuristic
+population, and the best prompt variant is rewritten by the LLM from the evaluator's feedback once per
+generation, so prompts and weights move on the same clock. Credit is split by a two-way decomposition:
+a prompt variant is scored by the mean reward of its members, and the weights are updated on each
+member's reward minus its variant's mean, so a good prompt cannot masquerade as a good direction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from coevo.candidate import Candidate
+from coevo.operators.eoh import ProposalRequest
+from coevo.operators.records import Parent, TextProposal
+from coevo.operators.reflection import ComponentRewriter, Reflector
+from coevo.operators.templates import PromptTemplates, default_templates
+from coevo.population import PromptVariant, as_parent
+from coevo.run.config import RunConfig
+from coevo.run.library import library_codes
+
+if TYPE_CHECKING:
+    from coevo.run.runner import Runner
+
+CROSSOVERS = ("e1", "e2")
+
+
+def improvement_reward(parent: float, child: float | None, worst: float) -> float:
+    """Reference eoh+es reward P - C_eff: a child that is invalid or worse than the population's worst
+    counts as C_eff = min(W, P + 1), so failures are penalised by a bounded amount."""
+    if child is None or child > worst:
+        return parent - min(worst, parent + 1.0)
+    return parent - child
+
+
+class Method:
+    """A policy: the phases of a generation and what each does. Generation 0 is always `init`."""
+
+    phases: tuple[str, ...] = ()
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+
+    def run_phase(self, runner: Runner, phase: str) -> None:
+        if phase == "init":
+            self.initialise(runner)
+        else:
+            self.generation_phase(runner, phase)
+
+    def initialise(self, runner: Runner) -> None:
+        """The skill library's heuristics, then i1 samples up to the population size."""
+        library = runner.add_library(library_codes(runner.task, self.config.library))
+        runner.population.add(library)
+        missing = self.config.population_size - len(library)
+        if missing > 0:
+            runner.population.add(runner.propose([ProposalRequest("i1")] * missing))
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        raise NotImplementedError
+
+    # ES sizing; methods without weights never ask.
+    def es_population(self, config: RunConfig) -> int:
+        return config.population_size * config.es.directions_per_parent
+
+    def planned_updates(self, config: RunConfig) -> int:
+        return 1
+
+    # The prompt side: one fixed variant unless the method evolves them.
+    def initial_prompt(self) -> PromptVariant:
+        templates = default_templates()
+        return PromptVariant(prompt_id(templates, ""), templates)
+
+    def prompt_from_state(self, data: dict[str, Any]) -> PromptVariant:
+        return PromptVariant(
+            id=data["id"],
+            templates=PromptTemplates(data["templates"]),
+            notes=data["notes"],
+            parent=data["parent"],
+            changed=data["changed"],
+            uses=data["uses"],
+            score=data["score"],
+        )
+
+
+class Sample(Method):
+    phases = ("sample",)
+
+    def initialise(self, runner: Runner) -> None:
+        runner.population.add(runner.add_library(library_codes(runner.task, self.config.library)))
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        runner.population.add(runner.propose([ProposalRequest("i1")] * self.config.sample_batch))
+
+
+class SampleES(Sample):
+    def es_population(self, config: RunConfig) -> int:
+        return config.sample_batch
+
+    def planned_updates(self, config: RunConfig) -> int:
+        return math.ceil(config.budget / config.sample_batch)
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        members = runner.engine.ask()
+        children = runner.propose([ProposalRequest("i1")] * len(members), members)
+        runner.tell(members[: len(children)], [None if c.fitness is None else -c.fitness for c in children])
+        runner.population.add(children)
+
+
+class EoH(Method):
+    phases = ("e1", "e2", "m1", "m2")
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        if not runner.population.members:  # nothing valid yet: sample afresh
+            runner.population.add(runner.propose([ProposalRequest("i1")] * self.config.population_size))
+            return
+        if phase in CROSSOVERS and len(runner.population) < 2:
+            return
+        self.offspring(runner, phase)
+
+    def offspring(self, runner: Runner, operator: str) -> None:
+        size = 2 if operator in CROSSOVERS else 1
+        requests = [
+            ProposalRequest(operator, tuple(as_parent(p) for p in runner.population.select(runner.rng, size)))
+            for _ in range(self.config.population_size)
+        ]
+        runner.population.add(runner.propose(requests))
+
+    def planned_updates(self, config: RunConfig) -> int:
+        per_generation = 2 * config.population_size + 2 * self.es_population(config)
+        return 2 * max(1, math.ceil((config.budget - config.population_size) / per_generation))
+
+
+class EoHES(EoH):
+    def offspring(self, runner: Runner, operator: str) -> None:
+        if operator in CROSSOVERS:
+            return super().offspring(runner, operator)
+        members = runner.engine.ask()
+        parents = [runner.population.select(runner.rng, 1)[0] for _ in members]
+        worst = runner.population.worst_fitness
+        children = runner.propose([ProposalRequest(operator, (as_parent(p),)) for p in parents], members)
+        rewards = [improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(parents, children, strict=False)]
+        runner.tell(members[: len(children)], rewards)
+        runner.population.add(children)
+
+
+class Coevo(Method):
+    phases = ("joint",)
+
+    def planned_updates(self, config: RunConfig) -> int:
+        return max(1, math.ceil((config.budget - config.population_size) / self.es_population(config)))
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        population = runner.population
+        if not population.members:
+            population.add(runner.propose([ProposalRequest("i1")] * self.config.population_size))
+            return
+        members = runner.engine.ask()
+        variants = runner.prompts.assign(runner.rng, len(members))
+        operators = self.config.coevo.operators
+        requests, parent_fitness = [], []
+        for index, variant in enumerate(variants):
+            operator = operators[index % len(operators)]
+            if operator in CROSSOVERS and len(population) < 2:
+                operator = "m1"
+            parents = [] if operator == "i1" else population.select(runner.rng, 2 if operator in CROSSOVERS else 1)
+            requests.append(
+                ProposalRequest(operator, tuple(as_parent(p) for p in parents), variant.notes, variant.templates)
+            )
+            parent_fitness.append(min((p.fitness for p in parents), default=population.worst_fitness))
+        worst = population.worst_fitness
+        children = runner.propose(requests, members, [v.id for v in variants])
+        variants = variants[: len(children)]
+        rewards = [improvement_reward(p, c.fitness, worst) for p, c in zip(parent_fitness, children, strict=False)]
+        by_variant: dict[str, list[float]] = defaultdict(list)
+        for variant, reward in zip(variants, rewards, strict=True):
+            by_variant[variant.id].append(reward)
+        residuals = [r - sum(by_variant[v.id]) / len(by_variant[v.id]) for v, r in zip(variants, rewards, strict=True)]
+        runner.tell(members[: len(children)], residuals)
+        runner.prompts.record(by_variant)
+        population.add(children)
+        if runner.budget_left:
+            self.mutate_prompt(runner, children, variants, parent_fitness)
+
+    def mutate_prompt(
+        self,
+        runner: Runner,
+        children: Sequence[Candidate],
+        variants: Sequence[PromptVariant],
+        parent_fitness: Sequence[float],
+    ) -> None:
+        """Rewrite one component of the best variant from how its children fared; admit the result."""
+        best = runner.prompts.best
+        components = self.config.coevo.components
+        component = components[(runner.generation - 1) % len(components)]
+        mine = [(c, p) for c, v, p in zip(children, variants, parent_fitness, strict=False) if v.id == best.id]
+        sampling = runner.sampling_for_call()
+        if component == "notes":
+            pair = _reflection_pair(runner, [c for c, _ in mine] or list(children))
+            if pair is None:
+                return
+            reflector = Reflector(runner.llm, runner.task, runner.ledger, best.templates, replace(sampling, max_new_tokens=96))
+            items = reflector.short([pair])
+            runner.record_text(items, best.id)
+            if not isinstance(items[0], TextProposal):
+                return
+            templates, notes = best.templates, items[0].text
+        else:
+            feedback = [_feedback_line(child, parent) for child, parent in (mine or zip(children, parent_fitness))][:6]
+            rewriter = ComponentRewriter(runner.llm, runner.ledger, sampling)
+            items = rewriter.rewrite(best.templates, component, feedback)
+            runner.record_text(items, best.id)
+            if not isinstance(items[0], TextProposal):
+                return
+            templates, notes = best.templates.with_component(component, items[0].text), best.notes
+        variant = PromptVariant(prompt_id(templates, notes), templates, notes, parent=best.id, changed=component)
+        if all(v.id != variant.id for v in runner.prompts.variants):
+            runner.prompts.admit(variant)
+            runner.register_prompt(variant)
+
+
+def _feedback_line(child: Candidate, parent_fitness: float) -> str:
+    if not child.valid:
+        return f"{child.operator} child was invalid: {child.reason}"
+    verdict = "better than" if child.fitness < parent_fitness else "not better than"
+    return f"{child.operator} child scored {child.fitness:.4g}, {verdict} its parent ({parent_fitness:.4g}; lower is better)"
+
+
+def _reflection_pair(runner: Runner, children: Sequence[Candidate]) -> tuple[Parent, Parent] | None:
+    """(the population's best, the worst valid child below it) to reflect on, or None if no such pair."""
+    best = runner.population.best
+    worse = [c for c in children if c.valid and best is not None and c.fitness > best.fitness]
+    if not worse:
+        return None
+    return as_parent(best), as_parent(max(worse, key=lambda c: c.fitness))
+
+
+def prompt_id(templates: PromptTemplates, notes: str) -> str:
+    """Content hash of a prompt variant: equal prompts share an id across runs."""
+    payload = json.dumps({"templates": templates.to_dict(), "notes": notes}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+METHODS: dict[str, type[Method]] = {
+    "sample": Sample,
+    "sample+es": SampleES,
+    "eoh": EoH,
+    "eoh+es": EoHES,
+    "coevo": Coevo,
+}

@@ -1,0 +1,342 @@
+"""The runner: the one loop every method shares.
+
+A method is a policy (`coevo.run.methods`); the runner owns the services it calls: proposing
+heuristics with the LLM (under the current weights, or one perturbation per request), evaluating them
+in the sandbox, the ES engine, the budget, and the store. A run is a sequence of steps (one phase of a
+generation each); a step commits atomically with the state it leaves, and every random choice in it
+derives from (config seed, step), so re-running an interrupted step reproduces it exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from coevo.candidate import Candidate, WeightsRef
+from coevo.es.engine import ESConfig, ESEngine, UpdateStats
+from coevo.es.perturbation import Perturbation
+from coevo.es.schedules import ScheduleConfig
+from coevo.evaluate.evaluator import EvalResult, Evaluator
+from coevo.llm.base import LLM, SamplingParams, WeightsHost
+from coevo.operators.eoh import EoHOperators, ProposalRequest
+from coevo.operators.ledger import BudgetLedger
+from coevo.operators.records import Proposal, Rejection, TextProposal
+from coevo.population import Population, PromptPool, PromptVariant
+from coevo.run.config import ConfigError, RunConfig
+from coevo.run.methods import METHODS, Method
+from coevo.run.store import RunStore, StoreHistory
+from tasks import get_task
+
+HISTORY_EXPORT = "es_history.jsonl"
+"""The ES history mirrored as JSONL after each step, as `coevo serve --run-dir` reads it."""
+
+
+class Runner:
+    """Runs one config's method step by step over a store; `Runner.resume` continues a stored run."""
+
+    def __init__(self, config: RunConfig, store: RunStore, run_dir: Path, llm: LLM) -> None:
+        self.config = config
+        self.store = store
+        self.run_dir = run_dir
+        self.llm = llm
+        self.task = get_task(config.task)
+        self.ledger = BudgetLedger()
+        self.sampling = SamplingParams(
+            max_new_tokens=config.llm.max_new_tokens, temperature=config.llm.temperature, top_p=config.llm.top_p
+        )
+        self.operators = EoHOperators(llm, self.task, self.ledger, sampling=self.sampling)
+        self.method: Method = METHODS[config.method](config)
+        self.population = Population(config.population_size)
+        self.prompts = PromptPool(config.coevo.prompt_pool, [self.method.initial_prompt()])
+        self.rng = np.random.default_rng(config.seed)
+        self.evaluations = 0
+        self.step = 0
+        self.generation = 0
+        self.phase = 0
+        self.best: Candidate | None = None
+        self.on_progress: Callable[[Runner], None] | None = None
+        """Called after every batch of evaluations (progress bars)."""
+        self._calls_in_step = 0
+        self.evaluator = Evaluator(
+            self.task,
+            config.eval.split,
+            limit=config.eval.limit,
+            workers=config.eval.workers,
+            cache_dir=run_dir / "eval-cache",
+        )
+        self.host: WeightsHost | None = None
+        self.engine: ESEngine | None = None
+        if config.uses_weights:
+            self.host = build_host(llm, config)
+            self.engine = ESEngine.resume(self._es_config(), self.host, StoreHistory(store, 0))
+        if (state := store.last_state()) is not None:
+            self._restore(state)
+
+    # --- the loop ----------------------------------------------------------------------------------
+    @property
+    def budget_left(self) -> int:
+        return max(self.config.budget - self.evaluations, 0)
+
+    @property
+    def finished(self) -> bool:
+        return self.budget_left == 0
+
+    def run(self) -> Candidate | None:
+        """Run steps until the budget is spent; returns the best candidate."""
+        stalled = 0
+        while not self.finished:
+            used = self.evaluations
+            self.run_step()
+            stalled = stalled + 1 if self.evaluations == used else 0
+            if stalled > 2 * len(self.method.phases) + 1:
+                raise RuntimeError(f"{self.config.method} made no evaluation in {stalled} steps; stopping")
+        self.store.set_meta("status", "finished")
+        return self.best
+
+    def run_step(self) -> None:
+        """One phase of one generation, committed with the state it leaves (or not at all)."""
+        phase = "init" if self.generation == 0 else self.method.phases[self.phase]
+        self._calls_in_step = 0
+        if self.engine is not None:
+            self.engine.history = StoreHistory(self.store, self.step)
+        self.store.begin_step()
+        try:
+            self.method.run_phase(self, phase)
+            generation, self.phase = self.generation, self.phase + 1
+            if phase == "init" or self.phase == len(self.method.phases):
+                self.generation, self.phase = self.generation + 1, 0
+            self.store.commit_step(self.step, generation, phase, self._state())
+        except BaseException:
+            self.store.abort_step()
+            raise
+        self.step += 1
+        self._export_history()
+
+    # --- services for methods ----------------------------------------------------------------------
+    def propose(
+        self,
+        requests: Sequence[ProposalRequest],
+        perturbations: Sequence[Perturbation] | None = None,
+        prompt_ids: Sequence[str | None] | None = None,
+    ) -> list[Candidate]:
+        """Ask for one heuristic per request (request i under perturbation i if given), evaluate them
+        all, record everything, and charge the budget; requests beyond the budget are dropped."""
+        count = min(len(requests), self.budget_left)
+        requests = list(requests[:count])
+        perturbations = None if perturbations is None else list(perturbations[:count])
+        prompt_ids = list(prompt_ids[:count]) if prompt_ids is not None else [None] * count
+        items = self._generate(requests, perturbations)
+        codes = [item.code for item in items if isinstance(item, Proposal)]
+        results = iter(self.evaluator.evaluate_many(codes))
+        candidates = []
+        for index, item in enumerate(items):
+            perturbation = None if perturbations is None else perturbations[index]
+            weights = self._weights_ref(perturbation)
+            call = self.store.add_llm_call(self.step, item, weights, prompt_ids[index])
+            result = next(results) if isinstance(item, Proposal) else None
+            candidate = self._candidate(item, weights, prompt_ids[index], result)
+            self.store.add_candidate(self.step, candidate, call, result)
+            candidates.append(candidate)
+            if candidate.valid and (self.best is None or candidate.fitness < self.best.fitness):
+                self.best = candidate
+        self.evaluations += count
+        self._progress()
+        return candidates
+
+    def add_library(self, codes: dict[str, str]) -> list[Candidate]:
+        """Evaluate heuristics from the skill library (name -> code) and charge the budget for them."""
+        names = list(codes)[: self.budget_left]
+        results = self.evaluator.evaluate_many([codes[name] for name in names])
+        candidates = []
+        for name, result in zip(names, results, strict=True):
+            candidate = self._scored(
+                Candidate(code=codes[name], thought=f"library heuristic {name}", operator="library",
+                          generation=self.generation),
+                result,
+            )
+            self.store.add_candidate(self.step, candidate, None, result)
+            candidates.append(candidate)
+            if candidate.valid and (self.best is None or candidate.fitness < self.best.fitness):
+                self.best = candidate
+        self.evaluations += len(names)
+        self._progress()
+        return candidates
+
+    def record_text(self, items: Sequence[TextProposal | Rejection], prompt_id: str | None = None) -> None:
+        """Store the LLM calls of word-answering operators (reflections, prompt rewrites)."""
+        for item in items:
+            self.store.add_llm_call(self.step, item, self._weights_ref(None), prompt_id)
+
+    def register_prompt(self, variant: PromptVariant) -> None:
+        self.store.add_prompt(
+            self.step,
+            variant.id,
+            {"id": variant.id, "parent": variant.parent, "changed": variant.changed, "notes": variant.notes,
+             "templates": variant.templates.to_dict()},
+        )
+
+    def tell(self, perturbations: Sequence[Perturbation], rewards: Sequence[float | None]) -> UpdateStats:
+        if self.engine is None:
+            raise RuntimeError(f"method {self.config.method} has no ES engine")
+        return self.engine.tell(perturbations, rewards)
+
+    def sampling_for_call(self) -> SamplingParams:
+        """This step's next sampling seed: a pure function of (run seed, step, call index)."""
+        digest = hashlib.blake2b(f"{self.config.seed}:{self.step}:{self._calls_in_step}".encode(), digest_size=4)
+        self._calls_in_step += 1
+        return SamplingParams(**{**self.sampling.__dict__, "seed": int.from_bytes(digest.digest(), "little")})
+
+    def weights_sha256(self) -> str | None:
+        return None if self.host is None else self.host.weights_sha256()
+
+    # --- internals ---------------------------------------------------------------------------------
+    def _progress(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self)
+
+    def _generate(
+        self, requests: list[ProposalRequest], perturbations: list[Perturbation] | None
+    ) -> list[Proposal | Rejection]:
+        if perturbations is None:
+            return self.operators.propose_many(requests, self.sampling_for_call()) if requests else []
+        population = getattr(self.host, "population", None)
+        if population is None:  # full rank: each member's weights exist one at a time
+            items: list[Proposal | Rejection] = []
+            for request, perturbation in zip(requests, perturbations, strict=True):
+                with self.host.perturbed(perturbation):
+                    items += self.operators.propose_many([request], self.sampling_for_call())
+            return items
+        items = []
+        chunk = self.config.llm.max_batch_size
+        for start in range(0, len(requests), chunk):  # low rank: a batch row per member
+            members = perturbations[start : start + chunk]
+            with population(members, list(range(len(members)))):
+                items += self.operators.propose_many(requests[start : start + chunk], self.sampling_for_call())
+        return items
+
+    def _weights_ref(self, perturbation: Perturbation | None) -> WeightsRef:
+        return WeightsRef.of(self.config.model, 0 if self.engine is None else self.engine.step, perturbation)
+
+    def _candidate(
+        self, item: Proposal | Rejection, weights: WeightsRef, prompt_id: str | None, result: EvalResult | None
+    ) -> Candidate:
+        candidate = Candidate(
+            code=item.code if isinstance(item, Proposal) else "",
+            thought=item.thought if isinstance(item, Proposal) else "",
+            operator=item.operator,
+            generation=self.generation,
+            parents=item.parents,
+            prompt_id=prompt_id,
+            weights=weights,
+            reason=item.reason if isinstance(item, Rejection) else None,
+        )
+        return candidate if result is None else self._scored(candidate, result)
+
+    def _scored(self, candidate: Candidate, result: EvalResult) -> Candidate:
+        if not result.valid:
+            return Candidate(**{**candidate.__dict__, "reason": result.reason})
+        fitness = result.objective if self.task.sense == "min" else -result.objective
+        return Candidate(
+            **{**candidate.__dict__, "fitness": fitness, "objective": result.objective, "gap_pct": result.gap_pct}
+        )
+
+    def _es_config(self) -> ESConfig:
+        es = self.config.es
+        return ESConfig(
+            population_size=self.method.es_population(self.config),
+            sigma=ScheduleConfig(start=es.sigma, end=es.sigma_final, kind="cosine"),
+            alpha=ScheduleConfig(start=es.alpha),
+            total_steps=self.method.planned_updates(self.config),
+            shaping=es.shaping,
+            seed=self.config.seed,
+        )
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "evaluations": self.evaluations,
+            "generation": self.generation,
+            "phase": self.phase,
+            "population": [c.to_dict() for c in self.population.members],
+            "best": None if self.best is None else self.best.to_dict(),
+            "rng": self.rng.bit_generator.state,
+            "ledger": self.ledger.to_dict(),
+            "prompts": [
+                {"id": v.id, "notes": v.notes, "parent": v.parent, "changed": v.changed, "uses": v.uses,
+                 "score": v.score, "templates": v.templates.to_dict()}
+                for v in self.prompts.variants
+            ],
+            "es_step": None if self.engine is None else self.engine.step,
+            "weights_sha256": self.weights_sha256(),
+        }
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.step = state["step"] + 1
+        self.evaluations = state["evaluations"]
+        self.generation = state["generation"]
+        self.phase = state["phase"]
+        self.population.members = [Candidate.from_dict(c) for c in state["population"]]
+        self.best = None if state["best"] is None else Candidate.from_dict(state["best"])
+        self.rng.bit_generator.state = state["rng"]
+        self.ledger = BudgetLedger.from_dict(state["ledger"])
+        self.operators = EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
+        self.prompts.variants = [self.method.prompt_from_state(v) for v in state["prompts"]]
+        if self.engine is not None and self.engine.step != state["es_step"]:
+            raise RuntimeError(f"store holds {self.engine.step} ES updates but its last step expects {state['es_step']}")
+        if state["weights_sha256"] is not None and self.weights_sha256() != state["weights_sha256"]:
+            raise RuntimeError("replayed weights differ from the stored run's; was the base model changed?")
+
+    def _export_history(self) -> None:
+        if self.engine is None:
+            return
+        path = self.run_dir / HISTORY_EXPORT
+        staging = path.with_suffix(".tmp")
+        staging.write_text("".join(record.to_json() + "\n" for record in self.store.es_records()))
+        os.replace(staging, path)
+
+
+def build_host(llm: LLM, config: RunConfig) -> WeightsHost:
+    """The weights host an ES method drives: full rank on any torch model, or batched low rank."""
+    model = getattr(llm, "model", None)
+    if not getattr(llm, "supports_weights", False) or model is None:
+        raise ConfigError(f"method {config.method} evolves weights, but backend {llm.name!r} is prompt-only")
+    if config.es.rank:
+        from coevo.es.lowrank import LowRankHost
+
+        return LowRankHost(model, rank=config.es.rank, scope=config.es.scope)
+    from coevo.es.host import TorchWeightsHost
+
+    return TorchWeightsHost(model, scope=config.es.scope)
+
+
+def summary(store: RunStore) -> dict[str, Any]:
+    """The `coevo runs show --json` object for a stored run."""
+    config = store.config
+    state = store.last_state() or {}
+    best = state.get("best")
+    return {
+        "status": store.meta("status"),
+        "method": config["method"],
+        "task": config["task"],
+        "evaluations": state.get("evaluations", 0),
+        "llm_calls": store.llm_totals()["calls"],
+        "best": None
+        if best is None
+        else {"objective": best["objective"], "gap_pct": best["gap_pct"], "code": best["code"]},
+        "weights_sha256": state.get("weights_sha256"),
+    }
+
+
+def planned_generations(budget: int, initial: int, per_generation: int) -> int:
+    """Generations a budget allows after `initial` evaluations, at least one."""
+    return max(1, math.ceil((budget - initial) / max(per_generation, 1)))
+
+
+def config_json(config: RunConfig) -> str:
+    return json.dumps(config.model_dump(mode="json"), sort_keys=True)

@@ -1,0 +1,60 @@
+"""Opening runs: the backend a config names, a new run directory, or a stored run to resume.
+
+The checks that a user can fail (bad config, missing model, weight method on a prompt-only backend,
+unreadable run directory) all raise `ConfigError` or `StoreError` before any expensive work starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import time
+from pathlib import Path
+
+from coevo.llm.base import LLM
+from coevo.run.config import ConfigError, RunConfig, validate
+from coevo.run.runner import Runner
+from coevo.run.store import RunStore
+
+_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def load_llm(config: RunConfig) -> LLM:
+    """The backend for `config.model`: an OpenAI-compatible server, a `module:factory`, or a local model."""
+    if config.llm.api_base is not None:
+        from coevo.llm.openai_compat import OpenAICompatLLM
+
+        return OpenAICompatLLM(config.llm.api_base, config.model)
+    if _FACTORY.match(config.model) and not Path(config.model).exists():
+        module_name, factory_name = config.model.split(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), factory_name)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"model factory {config.model!r} cannot be imported: {exc}") from None
+        return factory(config)
+    from coevo.llm.embedded import ModelNotFoundError
+    from coevo.llm.hf import HFBackend
+
+    try:
+        return HFBackend.load(config.model, max_batch_size=config.llm.max_batch_size)
+    except ModelNotFoundError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def default_run_dir(config: RunConfig) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{config.task}-{config.method.replace('+', '_')}-s{config.seed}-{stamp}"
+
+
+def start_run(config: RunConfig, run_dir: Path, llm: LLM | None = None) -> Runner:
+    """A runner over a new store in `run_dir` (the backend is loaded unless given)."""
+    llm = llm or load_llm(config)
+    store = RunStore.create(run_dir, config.model_dump(mode="json"))
+    return Runner(config, store, run_dir, llm)
+
+
+def resume_run(run_dir: Path, llm: LLM | None = None) -> Runner:
+    """A runner continuing the run stored in `run_dir` after its last committed step."""
+    store = RunStore.open(run_dir)
+    config = validate(store.config)
+    return Runner(config, store, run_dir, llm or load_llm(config))

@@ -1,0 +1,232 @@
+"""The run store: one SQLite database (WAL) per run directory holding everything a run did.
+
+A run advances in steps; each step is one transaction. Everything a step writes (LLM calls,
+candidates, evaluations, the ES update) and the state it leaves (population, RNG, ledger, prompt
+pool) commit together, so a process killed at any instant leaves the store at the end of its last
+whole step and `resume` repeats the interrupted step exactly. Readers (`runs show`, reports) see
+committed steps while a run is writing, thanks to WAL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from coevo.candidate import Candidate, WeightsRef
+from coevo.es.history import UpdateRecord
+from coevo.evaluate.evaluator import EvalResult
+from coevo.operators.records import Proposal, Rejection, TextProposal
+
+DB_NAME = "run.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS steps (
+    step INTEGER PRIMARY KEY, generation INTEGER NOT NULL, phase TEXT NOT NULL,
+    finished_at REAL NOT NULL, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS llm_calls (
+    id INTEGER PRIMARY KEY, step INTEGER NOT NULL, operator TEXT NOT NULL, prompt TEXT NOT NULL,
+    response TEXT NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER, seconds REAL,
+    finish_reason TEXT, weights TEXT, prompt_id TEXT, outcome TEXT);
+CREATE TABLE IF NOT EXISTS candidates (
+    id INTEGER PRIMARY KEY, step INTEGER NOT NULL, key TEXT NOT NULL, llm_call INTEGER,
+    data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS evaluations (
+    id INTEGER PRIMARY KEY, candidate INTEGER NOT NULL, step INTEGER NOT NULL, split TEXT NOT NULL,
+    valid INTEGER NOT NULL, objective REAL, gap_pct REAL, reason TEXT, seconds REAL, per_instance TEXT);
+CREATE TABLE IF NOT EXISTS es_updates (step INTEGER PRIMARY KEY, run_step INTEGER NOT NULL, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS prompts (id TEXT PRIMARY KEY, step INTEGER NOT NULL, data TEXT NOT NULL);
+"""
+
+
+class StoreError(Exception):
+    """The run directory holds no readable run."""
+
+
+class RunStore:
+    """Typed access to a run's database; writes happen inside `step()` transactions."""
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self._db = connection
+        self.path = path
+
+    @classmethod
+    def create(cls, run_dir: Path, config: dict[str, Any]) -> RunStore:
+        """A new store in `run_dir` (created if needed); refuses a directory that already holds a run."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / DB_NAME
+        if path.exists():
+            raise StoreError(f"{run_dir} already holds a run; use `coevo resume {run_dir}` or another --run-dir")
+        store = cls(_connect(path), path)
+        with store._db:
+            store._db.executescript(SCHEMA)
+            store._db.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [("config", json.dumps(config)), ("status", "running"), ("created_at", str(time.time()))],
+            )
+        return store
+
+    @classmethod
+    def open(cls, run_dir: Path) -> RunStore:
+        path = Path(run_dir) / DB_NAME
+        if not path.is_file():
+            raise StoreError(f"no run found in {run_dir} (missing {DB_NAME})")
+        try:
+            store = cls(_connect(path), path)
+            store.meta("config")
+        except (sqlite3.DatabaseError, KeyError) as exc:
+            raise StoreError(f"cannot read run in {run_dir}: {exc}") from None
+        return store
+
+    def close(self) -> None:
+        self._db.close()
+
+    # --- meta ------------------------------------------------------------------------------------
+    def meta(self, key: str) -> str:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            raise KeyError(key)
+        return row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return json.loads(self.meta("config"))
+
+    # --- steps -----------------------------------------------------------------------------------
+    def begin_step(self) -> None:
+        """Open the step's transaction: nothing written until `commit_step` survives a crash."""
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def commit_step(self, step: int, generation: int, phase: str, state: dict[str, Any]) -> None:
+        self._db.execute(
+            "INSERT INTO steps VALUES (?, ?, ?, ?, ?)", (step, generation, phase, time.time(), json.dumps(state))
+        )
+        self._db.execute("COMMIT")
+
+    def abort_step(self) -> None:
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+
+    def last_state(self) -> dict[str, Any] | None:
+        """The state left by the last committed step, with its step number under "step"."""
+        row = self._db.execute("SELECT step, state FROM steps ORDER BY step DESC LIMIT 1").fetchone()
+        return None if row is None else {**json.loads(row[1]), "step": row[0]}
+
+    def states(self) -> Iterator[dict[str, Any]]:
+        for step, generation, phase, finished_at, state in self._db.execute(
+            "SELECT step, generation, phase, finished_at, state FROM steps ORDER BY step"
+        ):
+            yield {**json.loads(state), "step": step, "generation": generation, "phase": phase, "at": finished_at}
+
+    # --- records written inside a step ----------------------------------------------------------
+    def add_llm_call(
+        self,
+        step: int,
+        item: Proposal | Rejection | TextProposal,
+        weights: WeightsRef | None,
+        prompt_id: str | None,
+    ) -> int:
+        completion = item.completion
+        outcome = f"rejected: {item.reason}" if isinstance(item, Rejection) else "accepted"
+        cursor = self._db.execute(
+            "INSERT INTO llm_calls (step, operator, prompt, response, prompt_tokens, completion_tokens, seconds,"
+            " finish_reason, weights, prompt_id, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                step,
+                item.operator,
+                json.dumps(item.prompt),
+                completion.text,
+                completion.prompt_tokens,
+                completion.completion_tokens,
+                completion.seconds,
+                completion.finish_reason,
+                None if weights is None else json.dumps(weights.__dict__),
+                prompt_id,
+                outcome,
+            ),
+        )
+        return int(cursor.lastrowid)
+
+    def add_candidate(self, step: int, candidate: Candidate, llm_call: int | None, result: EvalResult | None) -> None:
+        cursor = self._db.execute(
+            "INSERT INTO candidates (step, key, llm_call, data) VALUES (?, ?, ?, ?)",
+            (step, candidate.key, llm_call, json.dumps(candidate.to_dict())),
+        )
+        if result is not None:
+            self._db.execute(
+                "INSERT INTO evaluations (candidate, step, split, valid, objective, gap_pct, reason, seconds,"
+                " per_instance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    cursor.lastrowid,
+                    step,
+                    result.split,
+                    int(result.valid),
+                    result.objective,
+                    result.gap_pct,
+                    result.reason,
+                    result.seconds,
+                    json.dumps(list(result.per_instance)),
+                ),
+            )
+
+    def add_es_update(self, run_step: int, record: UpdateRecord) -> None:
+        self._db.execute("INSERT INTO es_updates VALUES (?, ?, ?)", (record.step, run_step, record.to_json()))
+
+    def add_prompt(self, step: int, variant_id: str, data: dict[str, Any]) -> None:
+        self._db.execute("INSERT OR REPLACE INTO prompts VALUES (?, ?, ?)", (variant_id, step, json.dumps(data)))
+
+    # --- reading ---------------------------------------------------------------------------------
+    def es_records(self) -> list[UpdateRecord]:
+        rows = self._db.execute("SELECT record FROM es_updates ORDER BY step").fetchall()
+        return [UpdateRecord.from_json(row[0]) for row in rows]
+
+    def candidates(self) -> list[tuple[int, Candidate]]:
+        """(step, candidate) for every candidate in the order they were made."""
+        rows = self._db.execute("SELECT step, data FROM candidates ORDER BY id").fetchall()
+        return [(step, Candidate.from_dict(json.loads(data))) for step, data in rows]
+
+    def llm_totals(self) -> dict[str, int]:
+        calls, prompt_tokens, completion_tokens = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0) FROM llm_calls"
+        ).fetchone()
+        return {"calls": calls, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+
+    def llm_calls(self) -> list[dict[str, Any]]:
+        self._db.row_factory = sqlite3.Row
+        try:
+            return [dict(row) for row in self._db.execute("SELECT * FROM llm_calls ORDER BY id")]
+        finally:
+            self._db.row_factory = None
+
+    def prompts(self) -> list[dict[str, Any]]:
+        rows = self._db.execute("SELECT step, data FROM prompts ORDER BY step, id").fetchall()
+        return [{**json.loads(data), "step": step} for step, data in rows]
+
+
+class StoreHistory:
+    """The ES engine's history, kept in the store so updates commit with the step that made them."""
+
+    def __init__(self, store: RunStore, run_step: int) -> None:
+        self.store = store
+        self.run_step = run_step
+
+    def append(self, record: UpdateRecord) -> None:
+        self.store.add_es_update(self.run_step, record)
+
+    def load(self) -> list[UpdateRecord]:
+        return self.store.es_records()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    return connection

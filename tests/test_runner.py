@@ -1,0 +1,141 @@
+"""The runner and the five methods, driven by the scripted LLM (fast, deterministic, weight-sensitive)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coevo.run.config import ConfigError, RunConfig, load_config, validate
+from coevo.run.methods import improvement_reward
+from coevo.run.runner import summary
+from coevo.run.session import resume_run, start_run
+from coevo.run.store import RunStore
+
+BASE = {
+    "task": "tsp_construct",
+    "model": "scripted_llm:build",
+    "budget": 26,
+    "seed": 3,
+    "population_size": 4,
+    "sample_batch": 6,
+    "eval": {"limit": 4, "workers": 1},
+    "es": {"sigma": 0.05, "alpha": 0.05},
+}
+
+
+def config(method: str, **changes) -> RunConfig:
+    return validate({**BASE, **changes, "method": method})
+
+
+@pytest.mark.parametrize("method", ["sample", "eoh", "sample+es", "eoh+es", "coevo"])
+def test_every_method_spends_its_budget_and_records_everything(tmp_path: Path, method: str) -> None:
+    runner = start_run(config(method), tmp_path)
+    best = runner.run()
+    store = RunStore.open(tmp_path)
+    facts = summary(store)
+    candidates = store.candidates()
+
+    assert facts["status"] == "finished" and facts["evaluations"] == 26
+    assert len(candidates) == 26  # one library heuristic plus 25 proposals: each slot recorded once
+    assert candidates[0][1].operator == "library"
+    assert facts["llm_calls"] >= 25
+    valid = [c for _, c in candidates if c.valid]
+    assert best is not None and best.fitness == min(c.fitness for c in valid)
+    assert facts["best"]["code"] == best.code
+    assert len(runner.population) <= 4
+    invalid = [c for _, c in candidates if not c.valid]
+    assert invalid and all(c.reason for c in invalid), "the scripted LLM writes some broken code"
+    proposals = [c for _, c in candidates if c.operator != "library"]
+    assert all(c.weights is not None and c.weights.base == "scripted_llm:build" for c in proposals)
+    if runner.config.uses_weights:
+        records = store.es_records()
+        assert records and [r.step for r in records] == list(range(len(records)))
+        assert facts["weights_sha256"] == runner.host.weights_sha256()
+        perturbed = [c for c in proposals if c.weights.seed is not None]
+        assert perturbed, "ES methods write children under perturbed weights"
+        assert (tmp_path / "es_history.jsonl").read_text().count("\n") == len(records)
+    else:
+        assert store.es_records() == [] and facts["weights_sha256"] is None
+
+
+def test_es_updates_change_the_weights_and_follow_the_cosine_schedule(tmp_path: Path) -> None:
+    runner = start_run(config("sample+es", budget=31), tmp_path)
+    before = runner.host.weights_sha256()
+    runner.run()
+    records = RunStore.open(tmp_path).es_records()
+    assert len(records) == 5 and all(len(r.seeds) == 6 for r in records)
+    assert runner.host.weights_sha256() != before
+    sigmas = [r.sigma for r in records]
+    assert sigmas[0] == pytest.approx(0.05) and sigmas == sorted(sigmas, reverse=True) and sigmas[-1] < 0.05
+
+
+def test_coevo_evolves_prompt_variants_and_records_them(tmp_path: Path) -> None:
+    runner = start_run(config("coevo", budget=40, coevo={"prompt_pool": 2, "components": ["m2", "notes"]}), tmp_path)
+    runner.run()
+    store = RunStore.open(tmp_path)
+    prompts = store.prompts()
+    assert prompts, "the rewriter's accepted variants are stored"
+    assert {p["changed"] for p in prompts} <= {"m2", "notes"}
+    assert all(p["parent"] for p in prompts)
+    operators = {call["operator"] for call in store.llm_calls()}
+    assert any(op.startswith("rewrite:") or op == "reflect_short" for op in operators)
+    used = {c.prompt_id for _, c in store.candidates() if c.prompt_id}
+    assert len(used) >= 2, "members are spread over more than one prompt variant"
+
+
+def test_lowrank_members_generate_in_one_batch(tmp_path: Path) -> None:
+    runner = start_run(config("eoh+es", es={"sigma": 0.05, "alpha": 0.05, "rank": 1, "scope": "all_linear"}), tmp_path)
+    before = runner.host.weights_sha256()
+    runner.run()
+    assert type(runner.host).__name__ == "LowRankHost"
+    assert runner.host.weights_sha256() != before
+
+
+def test_resume_in_process_continues_from_the_last_step(tmp_path: Path) -> None:
+    straight = start_run(config("eoh+es"), tmp_path / "a")
+    straight.run()
+    interrupted = start_run(config("eoh+es"), tmp_path / "b")
+    for _ in range(3):
+        interrupted.run_step()
+    interrupted.store.close()
+    resumed = resume_run(tmp_path / "b")
+    assert resumed.step == 3 and resumed.engine.step == interrupted.engine.step
+    resumed.run()
+    assert resumed.host.weights_sha256() == straight.host.weights_sha256()
+    assert resumed.best == straight.best
+
+
+def test_improvement_reward_follows_the_reference() -> None:
+    assert improvement_reward(parent=5.0, child=4.0, worst=6.0) == 1.0
+    assert improvement_reward(parent=5.0, child=None, worst=6.0) == -1.0  # C_eff = min(W, P + 1) = 6
+    assert improvement_reward(parent=5.0, child=9.0, worst=5.5) == pytest.approx(-0.5)  # worse than W
+    assert improvement_reward(parent=5.0, child=5.8, worst=6.0) == pytest.approx(-0.8)
+
+
+def test_overrides_reach_nested_keys_and_parse_values(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('method = "eoh"\ntask = "kp_construct"\nbudget = 100\n')
+    loaded = load_config(path, ["budget=40", "seed=3", "es.sigma=0.002", "llm.api_base=http://127.0.0.1:9/v1"])
+    assert (loaded.budget, loaded.seed, loaded.es.sigma, loaded.llm.api_base) == (40, 3, 0.002, "http://127.0.0.1:9/v1")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["bogus=1"], "unknown config key 'bogus'"),
+        (["method=annealing"], "config key 'method'"),
+        (["task=chess"], "unknown task 'chess'"),
+        (["budget=0"], "config key 'budget'"),
+        (["method=eoh+es", "llm.api_base=http://127.0.0.1:9/v1"], "prompt-only"),
+        (["method=coevo", "es.rank=2"], "es.scope"),
+        (["es=3"], "config key 'es'"),
+        (["budget.x=1"], "'budget' is not a section"),
+    ],
+)
+def test_bad_configs_fail_with_one_line(tmp_path: Path, overrides: list[str], message: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('method = "eoh"\ntask = "tsp_construct"\nbudget = 10\n[es]\nsigma = 0.001\n')
+    with pytest.raises(ConfigError) as error:
+        load_config(path, overrides)
+    assert message in str(error.value) and "\n" not in str(error.value)
