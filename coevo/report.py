@@ -1,0 +1,352 @@
+"""The run report: one self-contained HTML page showing what a run did and where its best heuristic came from.
+
+It is built from the run store alone, so it can be written for a finished, interrupted or still
+running run. Plots are PNG images embedded as data URIs (matplotlib's Agg renderer, through `Figure`
+objects so no global pyplot state is touched), the page needs no scripts and links nothing outside
+itself. Every string taken from the store is HTML-escaped: code, thoughts and prompts are LLM output
+and may contain markup.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from html import escape
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from coevo.candidate import Candidate
+from coevo.es.history import UpdateRecord
+from coevo.run.store import RunStore
+from coevo.run.validation import Validation
+from tasks import get_task
+
+REPORT_NAME = "report.html"
+LINEAGE_ROWS = 200
+"""Lineage rows shown at most; a long run's ancestry of m1/m2 chains can run to hundreds."""
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .5em 0; } th, td { border: 1px solid #ddd; padding: .25em .6em;
+text-align: left; vertical-align: top; } th { background: #f4f4f4; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+pre { background: #f7f7f7; border: 1px solid #ddd; padding: .8em; overflow-x: auto; white-space: pre-wrap; }
+img { max-width: 100%; display: block; margin: .5em 0; } .note { color: #666; }
+"""
+
+
+def write_report(run_dir: Path) -> Path:
+    """Write RUN_DIR/report.html for the run stored in `run_dir` and return its path.
+
+    Raises `coevo.run.store.StoreError` when `run_dir` holds no readable run.
+    """
+    store = RunStore.open(Path(run_dir))
+    try:
+        page = render_report(store)
+    finally:
+        store.close()
+    path = Path(run_dir) / REPORT_NAME
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def render_report(store: RunStore) -> str:
+    """The whole page for one stored run."""
+    config = store.config
+    state = store.last_state() or {}
+    candidates = store.candidates()
+    best = None if state.get("best") is None else Candidate.from_dict(state["best"])
+    title = f"coevo report: {config['method']} on {config['task']}"
+    sections = [
+        _section("Run", _run_table(store, config, state) + _validation(store)),
+        _section("Objective", _objective_plot(candidates, config)),
+        _section("ES schedules and rewards", _es_plots(store.es_records(), config["method"])),
+        _section("LLM tokens", _token_plot(store.llm_calls())),
+        _section("Best heuristic", _best_code(best)),
+        _section("Lineage of the best heuristic", _lineage(best, [c for _, c in candidates])),
+        _section("How the prompts changed", _prompt_changes(store, state)),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n"
+        f"<body><h1>{escape(title)}</h1>\n" + "\n".join(sections) + "\n</body></html>\n"
+    )
+
+
+# --- the run ---------------------------------------------------------------------------------------
+def _run_table(store: RunStore, config: dict[str, Any], state: dict[str, Any]) -> str:
+    totals = store.llm_totals()
+    rows = [
+        ("method", config["method"]),
+        ("task", config["task"]),
+        ("model", config["model"]),
+        ("budget (evaluations)", str(config["budget"])),
+        ("seed", str(config["seed"])),
+        ("status", store.meta("status")),
+        ("evaluations", str(state.get("evaluations", 0))),
+        ("LLM calls", str(totals["calls"])),
+        ("LLM tokens (prompt / completion)", f"{totals['prompt_tokens']} / {totals['completion_tokens']}"),
+        ("final weights sha256", state.get("weights_sha256") or "none (no weights evolved)"),
+    ]
+    return _table(rows)
+
+
+def _validation(store: RunStore) -> str:
+    try:
+        data = json.loads(store.meta("validation"))
+    except KeyError:
+        return '<p class="note">The best heuristic has not been validated on a held-out split.</p>'
+    lines = Validation(data["split"], data["best"], data["seed"]).lines()
+    return (
+        f"<h3>Validation ({escape(data['split'])} split)</h3><ul>"
+        + "".join(f"<li>{escape(line)}</li>" for line in lines)
+        + "</ul>"
+    )
+
+
+# --- plots -----------------------------------------------------------------------------------------
+def _objective_plot(steps_and_candidates: Sequence[tuple[int, Candidate]], config: dict[str, Any]) -> str:
+    """Every valid candidate, the best so far and each step's mean, against evaluations spent."""
+    if not steps_and_candidates:
+        return '<p class="note">No candidate has been evaluated yet.</p>'
+    method = config["method"]
+    sense = get_task(config["task"]).sense
+    valid_x, valid_y, best_x, best_y = [], [], [], []
+    step_objectives: dict[int, list[float]] = defaultdict(list)
+    step_end: dict[int, int] = {}
+    best: Candidate | None = None
+    for evaluations, (step, candidate) in enumerate(steps_and_candidates, start=1):
+        step_end[step] = evaluations
+        if not candidate.valid:
+            continue
+        valid_x.append(evaluations)
+        valid_y.append(candidate.objective)
+        step_objectives[step].append(candidate.objective)
+        if best is None or candidate.fitness < best.fitness:
+            best = candidate
+        best_x.append(evaluations)
+        best_y.append(best.objective)
+    invalid = len(steps_and_candidates) - len(valid_x)
+    if best is None:
+        return f'<p class="note">None of the {invalid} candidates is valid.</p>'
+    figure = Figure(figsize=(10, 4.5))
+    axes = figure.subplots()
+    axes.scatter(valid_x, valid_y, s=12, color="#bbbbbb", label="valid candidate")
+    means = sorted((step_end[step], float(np.mean(values))) for step, values in step_objectives.items())
+    axes.plot(
+        *zip(*means, strict=True), marker="o", markersize=3, label=f"{method}: mean of the step's valid candidates"
+    )
+    axes.step(best_x, best_y, where="post", linewidth=2, label=f"{method}: best so far")
+    axes.set_xlabel("evaluations")
+    axes.set_ylabel(f"objective ({'lower' if sense == 'min' else 'higher'} is better)")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.legend()
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    note = f"{len(steps_and_candidates)} candidates, {invalid} invalid (not plotted)."
+    return _image(figure, "best and mean objective against evaluations") + f'<p class="note">{note}</p>'
+
+
+def _es_plots(records: Sequence[UpdateRecord], method: str) -> str:
+    if not records:
+        return f'<p class="note">No ES update in this run (method {escape(method)}).</p>'
+    return _schedule_plot(records) + _reward_plot(records)
+
+
+def _schedule_plot(records: Sequence[UpdateRecord]) -> str:
+    steps = [r.step for r in records]
+    figure = Figure(figsize=(10, 3.2))
+    sigma_axes, alpha_axes = figure.subplots(1, 2)
+    for axes, values, name in (
+        (sigma_axes, [r.sigma for r in records], "sigma"),
+        (alpha_axes, [r.alpha for r in records], "alpha"),
+    ):
+        axes.plot(steps, values, marker="o", markersize=3)
+        axes.set_xlabel("ES update")
+        axes.set_ylabel(name)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.grid(alpha=0.3)
+    figure.tight_layout()
+    skipped = sum(r.update is None for r in records)
+    note = f"{len(records)} ES updates" + (f", {skipped} skipped (every member invalid)." if skipped else ".")
+    return _image(figure, "sigma and alpha schedules") + f'<p class="note">{note}</p>'
+
+
+def _reward_plot(records: Sequence[UpdateRecord]) -> str:
+    """Raw rewards per update as box and strip; invalid members (no reward) counted in a panel below."""
+    figure = Figure(figsize=(10, 5))
+    rewards_axes, invalid_axes = figure.subplots(2, 1, sharex=True, height_ratios=(4, 1))
+    jitter = np.random.default_rng(0)
+    for record in records:
+        valid = [r for r in record.raw_rewards if r is not None]
+        if valid:
+            rewards_axes.boxplot([valid], positions=[record.step], widths=0.6, showfliers=False, manage_ticks=False)
+            offsets = jitter.uniform(-0.2, 0.2, len(valid))
+            rewards_axes.scatter(record.step + offsets, valid, s=8, alpha=0.6, color="#1f77b4")
+    rewards_axes.set_ylabel("raw reward")
+    rewards_axes.grid(alpha=0.3)
+    steps = [r.step for r in records]
+    invalid = [sum(r is None for r in record.raw_rewards) for record in records]
+    invalid_axes.bar(steps, invalid, color="#d62728")
+    invalid_axes.set_ylabel("invalid")
+    invalid_axes.set_xlabel("ES update")
+    invalid_axes.set_ylim(0, max(1, *invalid))
+    invalid_axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    invalid_axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    figure.tight_layout()
+    return _image(figure, "reward distributions per ES update")
+
+
+def _token_plot(calls: Sequence[dict[str, Any]]) -> str:
+    if not calls:
+        return '<p class="note">No LLM call in this run.</p>'
+    per_step: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for call in calls:
+        per_step[call["step"]][0] += call["prompt_tokens"] or 0
+        per_step[call["step"]][1] += call["completion_tokens"] or 0
+    steps = sorted(per_step)
+    figure = Figure(figsize=(10, 3.5))
+    axes = figure.subplots()
+    for index, name in enumerate(("prompt", "completion")):
+        axes.plot(steps, list(accumulate(per_step[s][index] for s in steps)), marker="o", markersize=3, label=name)
+    axes.set_xlabel("run step")
+    axes.set_ylabel("cumulative tokens")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.legend()
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    return _image(figure, "cumulative LLM tokens per step")
+
+
+def _image(figure: Figure, alt: str) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+# --- the best heuristic and its ancestry -----------------------------------------------------------
+def _best_code(best: Candidate | None) -> str:
+    if best is None:
+        return '<p class="note">No valid heuristic yet.</p>'
+    gap = "n/a" if best.gap_pct is None else f"{best.gap_pct:.3f}%"
+    facts = f"key {best.key}, objective {best.objective:.6g}, gap {gap}, written by {best.operator}"
+    return f"<p>{escape(facts)}</p><p><em>{escape(best.thought)}</em></p><pre><code>{escape(best.code)}</code></pre>"
+
+
+def lineage(best: Candidate, candidates: Iterable[Candidate]) -> list[tuple[int, Candidate, bool]]:
+    """(depth, candidate, already listed) rows of the best's ancestry, depth first.
+
+    A key maps to its first valid candidate (the one the population kept); an ancestor reached twice
+    (crossovers share ancestors) is listed again without its own ancestry.
+    """
+    by_key: dict[str, Candidate] = {}
+    for candidate in candidates:
+        known = by_key.get(candidate.key)
+        if known is None or (candidate.valid and not known.valid):
+            by_key[candidate.key] = candidate
+    rows: list[tuple[int, Candidate, bool]] = []
+    listed: set[str] = set()
+    pending = [(0, best)]
+    while pending and len(rows) < LINEAGE_ROWS:
+        depth, candidate = pending.pop()
+        repeated = candidate.key in listed
+        rows.append((depth, candidate, repeated))
+        listed.add(candidate.key)
+        if not repeated:
+            parents = [by_key[key] for key in candidate.parents if key in by_key]
+            pending += [(depth + 1, parent) for parent in reversed(parents)]
+    return rows
+
+
+def _lineage(best: Candidate | None, candidates: Sequence[Candidate]) -> str:
+    if best is None:
+        return '<p class="note">No valid heuristic yet.</p>'
+    rows = []
+    for depth, candidate, repeated in lineage(best, candidates):
+        label = (
+            "\u00a0\u00a0" * depth + ("└ " if depth else "") + candidate.key + (" (listed above)" if repeated else "")
+        )
+        rows.append(
+            (
+                label,
+                candidate.operator,
+                candidate.generation,
+                "invalid" if candidate.objective is None else f"{candidate.objective:.6g}",
+                candidate.prompt_id or "default",
+                "none" if candidate.weights is None else candidate.weights.label(),
+            )
+        )
+    note = "Each heuristic is followed by the parents shown in its prompt, indented."
+    table = _table(rows, ("candidate", "operator", "generation", "objective", "prompt", "weights"))
+    return f'<p class="note">{note}</p>' + table
+
+
+# --- prompts ---------------------------------------------------------------------------------------
+def _prompt_changes(store: RunStore, state: dict[str, Any]) -> str:
+    """Every prompt variant (the initial ones, then each rewrite with its parent's text beside it)."""
+    first = next(store.states(), None)
+    initial = [] if first is None else first["prompts"]
+    rewrites = store.prompts()
+    final = {v["id"]: v for v in state.get("prompts", [])}
+    rows = []
+    for variant in [*initial, *rewrites]:
+        kept = final.get(variant["id"])
+        rows.append(
+            (
+                variant["id"],
+                variant["parent"] or "-",
+                variant["changed"] or "-",
+                variant.get("step", 0),
+                "evicted" if kept is None else kept["uses"],
+                "evicted" if kept is None else f"{kept['score']:.4g}" if kept["uses"] else "untried",
+            )
+        )
+    table = _table(rows, ("variant", "parent", "changed component", "made at step", "uses", "score (mean reward)"))
+    if not rewrites:
+        return table + '<p class="note">The prompts did not change in this run.</p>'
+    texts = {v["id"]: v for v in [*initial, *rewrites]}
+    details = "".join(_rewrite_details(variant, texts.get(variant["parent"])) for variant in rewrites)
+    return table + details
+
+
+def _rewrite_details(variant: dict[str, Any], parent: dict[str, Any] | None) -> str:
+    component = variant["changed"]
+
+    def text(of: dict[str, Any]) -> str:
+        return (of["notes"] if component == "notes" else of["templates"][component]) or "(empty)"
+
+    before = "" if parent is None else f"<p>before ({escape(parent['id'])}):</p><pre>{escape(text(parent))}</pre>"
+    return (
+        f"<details><summary>{escape(variant['id'])}: rewrote {escape(component)}</summary>"
+        f"{before}<p>after:</p><pre>{escape(text(variant))}</pre></details>"
+    )
+
+
+# --- HTML pieces -----------------------------------------------------------------------------------
+def _section(title: str, body: str) -> str:
+    return f"<section><h2>{escape(title)}</h2>\n{body}\n</section>"
+
+
+def _table(rows: Iterable[Sequence[Any]], headers: Sequence[str] = ()) -> str:
+    """A table of escaped cells, with a header row when `headers` are given; numbers are right-aligned."""
+    head = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in headers) + "</tr>" if headers else ""
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="num">{cell}</td>' if isinstance(cell, int | float) else f"<td>{escape(str(cell))}</td>"
+            for cell in row
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table>{head}{body}</table>"

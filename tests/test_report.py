@@ -1,0 +1,251 @@
+"""The run report: real small runs (scripted LLM) rendered to HTML, checked for content, escaping and rendering."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import replace
+from html import escape
+from pathlib import Path
+
+import pytest
+from scripted_llm import ScriptedLLM
+
+from coevo.candidate import Candidate
+from coevo.report import lineage, write_report
+from coevo.run.config import validate
+from coevo.run.session import start_run
+from coevo.run.store import RunStore, StoreError
+from coevo.run.validation import Validation
+
+SECTIONS = (
+    "Run",
+    "Objective",
+    "ES schedules and rewards",
+    "LLM tokens",
+    "Best heuristic",
+    "Lineage of the best heuristic",
+    "How the prompts changed",
+)
+HOSTILE = "</pre><script>alert(1)</script>"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class HostileLLM(ScriptedLLM):
+    """The scripted LLM with markup smuggled into every answer: a comment in code, a tail on prose."""
+
+    def generate(self, requests, sampling):
+        return [replace(c, text=_smuggle(c.text)) for c in super().generate(requests, sampling)]
+
+
+def _smuggle(text: str) -> str:
+    if "```python" in text:
+        return text.replace("import numpy as np", f"import numpy as np  # {HOSTILE}", 1)
+    return f"{text} {HOSTILE}"
+
+
+def _run(run_dir: Path, method: str, llm=None) -> Path:
+    # Seed 3 without the library: the best is an evolved child, so its lineage has ancestors.
+    config = validate(
+        {
+            "method": method,
+            "task": "tsp_construct",
+            "model": "scripted_llm:build",
+            "budget": 16,
+            "seed": 3,
+            "library": "none",
+            "population_size": 3,
+            "eval": {"limit": 2},
+            "es": {"sigma": 0.05, "alpha": 0.05},
+        }
+    )
+    runner = start_run(config, run_dir, llm)
+    runner.run()
+    runner.store.close()
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """A prompt-only run (eoh) and a weights-and-prompts run (coevo), each with its report written."""
+    root = tmp_path_factory.mktemp("report-runs")
+    dirs = {method: _run(root / method.replace("+", "_"), method) for method in ("eoh", "coevo")}
+    for run_dir in dirs.values():
+        write_report(run_dir)
+    return dirs
+
+
+def _page(run_dir: Path) -> str:
+    return (run_dir / "report.html").read_text(encoding="utf-8")
+
+
+def _section(page: str, title: str) -> str:
+    match = re.search(rf"<section><h2>{re.escape(title)}</h2>(.*?)</section>", page, re.S)
+    assert match, f"section {title!r} missing"
+    return match.group(1)
+
+
+def _stored(run_dir: Path) -> tuple[dict, list[Candidate], list[dict]]:
+    store = RunStore.open(run_dir)
+    try:
+        return store.last_state(), [c for _, c in store.candidates()], store.prompts()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("method", ["eoh", "coevo"])
+def test_page_has_every_section_and_the_run_facts(runs, method):
+    page = _page(runs[method])
+    state, _, _ = _stored(runs[method])
+    assert page.startswith("<!DOCTYPE html>")
+    assert f"<title>coevo report: {method} on tsp_construct</title>" in page
+    for title in SECTIONS:
+        _section(page, title)
+    facts = _section(page, "Run")
+    for label, value in (
+        ("method", method),
+        ("budget (evaluations)", "16"),
+        ("seed", "3"),
+        ("status", "finished"),
+        ("evaluations", str(state["evaluations"])),
+    ):
+        assert f"<td>{escape(label)}</td><td>{value}</td>" in facts
+    expected_sha = state["weights_sha256"] or "none (no weights evolved)"
+    assert expected_sha in facts
+
+
+@pytest.mark.parametrize(("method", "images"), [("eoh", 2), ("coevo", 4)])
+def test_plots_are_embedded_png_images_and_nothing_is_fetched(runs, method, images):
+    page = _page(runs[method])
+    sources = re.findall(r'<img alt="[^"]*" src="([^"]*)"', page)
+    assert len(sources) == images  # objective + tokens; ES runs add the schedules and the rewards
+    for source in sources:
+        prefix, data = source.split(",", 1)
+        assert prefix == "data:image/png;base64"
+        assert base64.b64decode(data, validate=True).startswith(PNG_SIGNATURE)
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_prompt_only_run_says_it_has_no_es_updates(runs):
+    assert "No ES update in this run (method eoh)" in _section(_page(runs["eoh"]), "ES schedules and rewards")
+    assert "The prompts did not change in this run." in _page(runs["eoh"])
+
+
+@pytest.mark.parametrize("method", ["eoh", "coevo"])
+def test_best_code_is_shown_escaped(runs, method):
+    state, _, _ = _stored(runs[method])
+    best = Candidate.from_dict(state["best"])
+    assert f"<pre><code>{escape(best.code)}</code></pre>" in _section(_page(runs[method]), "Best heuristic")
+
+
+@pytest.mark.parametrize("method", ["eoh", "coevo"])
+def test_lineage_lists_the_best_and_every_stored_ancestor(runs, method):
+    state, candidates, _ = _stored(runs[method])
+    by_key = {c.key: c for c in reversed(candidates)}
+    best = Candidate.from_dict(state["best"])
+    assert best.parents, "the fixture run should evolve its best heuristic from parents"
+    ancestry, frontier = set(), [best.key]
+    while frontier:
+        key = frontier.pop()
+        if key in by_key and key not in ancestry:
+            ancestry.add(key)
+            frontier += by_key[key].parents
+    rows = re.findall(
+        r"<tr><td>(?:\u00a0)*(?:└ )?([0-9a-f]{16})[^<]*</td><td>(\w+)</td>",
+        _section(_page(runs[method]), "Lineage of the best heuristic"),
+    )
+    assert rows[0] == (best.key, best.operator)
+    assert {key for key, _ in rows} == ancestry
+    assert all(by_key[key].operator == operator for key, operator in rows)
+
+
+def test_lineage_walks_crossovers_and_lists_a_shared_ancestor_once():
+    def made(code: str, operator: str, *parents: Candidate) -> Candidate:
+        return Candidate(
+            code=code,
+            thought="",
+            operator=operator,
+            generation=len(parents),
+            parents=tuple(p.key for p in parents),
+            fitness=1.0,
+        )
+
+    root = made("root", "i1")
+    left, right = made("left", "m1", root), made("right", "m2", root)
+    child = made("child", "e1", left, right)
+    unrelated = made("other", "i1")
+    rows = lineage(child, [unrelated, root, left, right, child])
+    assert [(depth, c.code, repeated) for depth, c, repeated in rows] == [
+        (0, "child", False),
+        (1, "left", False),
+        (2, "root", False),
+        (1, "right", False),
+        (2, "root", True),
+    ]
+
+
+def test_prompt_rewrites_show_each_changed_component(runs):
+    _, _, rewrites = _stored(runs["coevo"])
+    assert rewrites, "the coevo fixture run should rewrite at least one prompt component"
+    section = _section(_page(runs["coevo"]), "How the prompts changed")
+    for variant in rewrites:
+        text = variant["notes"] if variant["changed"] == "notes" else variant["templates"][variant["changed"]]
+        assert f"<summary>{variant['id']}: rewrote {variant['changed']}</summary>" in section
+        assert f"<p>after:</p><pre>{escape(text or '(empty)')}</pre>" in section
+
+
+def test_validation_figures_appear_when_the_run_was_validated(runs, tmp_path):
+    run_dir = shutil.copytree(runs["eoh"], tmp_path / "validated")
+    result = {"valid": True, "objective": 6.5, "gap_pct": 4.25, "reason": None}
+    data = {"split": "val", "best_key": None, "best": result, "seed": {**result, "gap_pct": 7.5}}
+    store = RunStore.open(run_dir)
+    store.set_meta("validation", json.dumps(data))
+    store.close()
+    page = write_report(run_dir).read_text(encoding="utf-8")
+    for line in Validation("val", data["best"], data["seed"]).lines():
+        assert f"<li>{escape(line)}</li>" in page
+    assert "beats the seed by 3.250 percentage points" in page
+
+
+def test_llm_markup_is_escaped_everywhere(tmp_path):
+    run_dir = _run(tmp_path / "hostile", "coevo", HostileLLM())
+    page = write_report(run_dir).read_text(encoding="utf-8")
+    assert "<script" not in page
+    assert page.count("</pre>") == page.count("<pre>")
+    assert escape(HOSTILE) in _section(page, "Best heuristic")
+    assert escape(HOSTILE) in _section(page, "How the prompts changed")
+
+
+def test_a_run_without_a_finished_step_still_gets_a_page(tmp_path):
+    config = {"method": "coevo", "task": "tsp_construct", "model": "m", "budget": 4, "seed": 0}
+    RunStore.create(tmp_path, config).close()
+    page = write_report(tmp_path).read_text(encoding="utf-8")
+    assert "No candidate has been evaluated yet." in page
+    assert "No valid heuristic yet." in page
+
+
+def test_unreadable_run_dir_is_a_store_error(tmp_path):
+    with pytest.raises(StoreError, match="no run found"):
+        write_report(tmp_path)
+
+
+def test_page_renders_in_headless_chromium(runs, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium binary on PATH")
+    report = runs["coevo"] / "report.html"
+    flags = [chromium, "--headless", "--disable-gpu", "--no-sandbox", "--window-size=1200,3000"]
+    dom = subprocess.run([*flags, "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=60)
+    assert "<title>coevo report: coevo on tsp_construct</title>" in dom.stdout
+    assert dom.stdout.count("<img ") == 4
+    screenshot = tmp_path / "report.png"
+    subprocess.run([*flags, f"--screenshot={screenshot}", report.as_uri()], capture_output=True, timeout=60)
+    from PIL import Image
+
+    with Image.open(screenshot) as image:
+        assert image.size == (1200, 3000)
+        colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
+    assert colours is not None and len(colours) > 50  # text and plots drawn, not a blank page
