@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/coevo tasks baselines --split val
+	$(VENV)/bin/coevo run experiments/quickstart.toml
 
 test: setup
 	$(PY) -m pytest -m "not slow" -q

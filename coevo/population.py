@@ -60,7 +60,9 @@ class Population:
         if not self.members:
             raise ValueError("cannot select parents from an empty population")
         weights = 1.0 / (np.arange(len(self.members)) + len(self.members))
-        chosen = rng.choice(len(self.members), size=min(count, len(self.members)), replace=False, p=weights / weights.sum())
+        chosen = rng.choice(
+            len(self.members), size=min(count, len(self.members)), replace=False, p=weights / weights.sum()
+        )
         return [self.members[int(i)] for i in chosen]
 
 

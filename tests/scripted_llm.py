@@ -18,7 +18,7 @@ import torch
 from coevo.llm.base import Completion, Message, SamplingParams
 from coevo.llm.seeds import request_seed
 
-HEURISTIC = '''{{A nearest-neighbour rule that looks {coefficient} towards the destination.}}
+HEURISTIC = """{{A nearest-neighbour rule that looks {coefficient} towards the destination.}}
 ```python
 import numpy as np
 
@@ -27,7 +27,7 @@ def select_next_node(current_node, destination_node, unvisited_nodes, distance_m
     nodes = np.fromiter(unvisited_nodes, dtype=np.int64)
     score = distance_matrix[current_node, nodes] + {coefficient} * distance_matrix[destination_node, nodes]
     return int(nodes[np.argmin(score)])
-```'''
+```"""
 
 BROKEN = "{Something went wrong.}\n```python\ndef select_next_node(current_node, destination_node:\n    return 0\n```"
 

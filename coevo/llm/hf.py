@@ -35,6 +35,7 @@ from transformers import (
     StoppingCriteria,
     StoppingCriteriaList,
 )
+from transformers.utils import logging as hf_logging
 
 from coevo.llm.base import Completion, Message, SamplingParams  # noqa: E402
 from coevo.llm.embedded import (  # noqa: E402
@@ -106,6 +107,7 @@ def load_causal_lm(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load (model in eval mode, tokenizer padding on the left as batched decoding needs)."""
     model_dir = resolve_model_dir(name_or_path)
+    hf_logging.disable_progress_bar()  # a per-tensor loading bar is noise in coevo's own progress output
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

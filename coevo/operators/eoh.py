@@ -18,6 +18,7 @@ from coevo.operators.parsing import FunctionSpec, ParseFailure, parse_heuristic
 from coevo.operators.records import Parent, Proposal, Rejection, TaskSpec, completion_error
 from coevo.operators.templates import EOH_OPERATORS, PromptTemplates, default_templates
 
+
 @dataclass(frozen=True)
 class ProposalRequest:
     """One heuristic to ask for: operator, parents, reflection hints, and optionally other templates."""
@@ -93,7 +94,9 @@ class EoHOperators:
         sampling: SamplingParams | None = None,
     ) -> list[Proposal | Rejection]:
         """One proposal per parent set (repeat a set for several samples), all in one generate call."""
-        return self.propose_many([ProposalRequest(operator, tuple(parents), hints) for parents in parent_sets], sampling)
+        return self.propose_many(
+            [ProposalRequest(operator, tuple(parents), hints) for parents in parent_sets], sampling
+        )
 
     def propose_many(
         self, requests: Sequence[ProposalRequest], sampling: SamplingParams | None = None

@@ -30,8 +30,12 @@ class ESSettings(_Section):
     sigma_final: float = Field(0.0, ge=0, description="sigma_T the schedule decays to")
     alpha: float = Field(5e-4, gt=0, description="ES learning rate (no 1/sigma, as the reference)")
     directions_per_parent: int = Field(1, ge=1, description="k: ES directions per population slot")
-    rank: int = Field(0, ge=0, description="0: full-rank members generated one by one; r > 0: rank-r "
-                      "EGGROLL members generated together in one batch")
+    rank: int = Field(
+        0,
+        ge=0,
+        description="0: full-rank members generated one by one; r > 0: rank-r "
+        "EGGROLL members generated together in one batch",
+    )
     scope: str = Field("full", description="full, all_linear or a parameter-name regex (rank > 0: not full)")
     shaping: Literal["zscore", "centered_rank"] = "zscore"
 
@@ -76,6 +80,9 @@ class RunConfig(_Section):
     sample_batch: int = Field(20, ge=1, description="i1 samples per step of sample and sample+es")
     library: Literal["none", "seed", "all"] = Field(
         "seed", description="heuristics/ the population starts from: none, the task's seed, or seed + evolved"
+    )
+    init_samples: int | None = Field(
+        None, ge=0, description="i1 samples in generation 0 (default: fill the population after the library)"
     )
     es: ESSettings = ESSettings()
     llm: LLMSettings = LLMSettings()

@@ -54,7 +54,9 @@ def export_best(run_dir: Path, name: str | None = None, directory: Path | None =
     target_dir = directory or EVOLVED_DIR
     target_dir.mkdir(parents=True, exist_ok=True)
     path = target_dir / f"{config['task']}__{name}.py"
-    path.write_text(f"# coevo provenance (exported from a run):\n{header}\n\n{best['code'].strip()}\n", encoding="utf-8")
+    path.write_text(
+        f"# coevo provenance (exported from a run):\n{header}\n\n{best['code'].strip()}\n", encoding="utf-8"
+    )
     return path
 
 

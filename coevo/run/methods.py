@@ -67,7 +67,9 @@ class Method:
         """The skill library's heuristics, then i1 samples up to the population size."""
         library = runner.add_library(library_codes(runner.task, self.config.library))
         runner.population.add(library)
-        missing = self.config.population_size - len(library)
+        missing = self.config.init_samples
+        if missing is None:
+            missing = self.config.population_size - len(library)
         if missing > 0:
             runner.population.add(runner.propose([ProposalRequest("i1")] * missing))
 
@@ -214,7 +216,9 @@ class Coevo(Method):
             pair = _reflection_pair(runner, [c for c, _ in mine] or list(children))
             if pair is None:
                 return
-            reflector = Reflector(runner.llm, runner.task, runner.ledger, best.templates, replace(sampling, max_new_tokens=96))
+            reflector = Reflector(
+                runner.llm, runner.task, runner.ledger, best.templates, replace(sampling, max_new_tokens=96)
+            )
             items = reflector.short([pair])
             runner.record_text(items, best.id)
             if not isinstance(items[0], TextProposal):

@@ -157,8 +157,12 @@ class Runner:
         candidates = []
         for name, result in zip(names, results, strict=True):
             candidate = self._scored(
-                Candidate(code=codes[name], thought=f"library heuristic {name}", operator="library",
-                          generation=self.generation),
+                Candidate(
+                    code=codes[name],
+                    thought=f"library heuristic {name}",
+                    operator="library",
+                    generation=self.generation,
+                ),
                 result,
             )
             self.store.add_candidate(self.step, candidate, None, result)
@@ -178,8 +182,13 @@ class Runner:
         self.store.add_prompt(
             self.step,
             variant.id,
-            {"id": variant.id, "parent": variant.parent, "changed": variant.changed, "notes": variant.notes,
-             "templates": variant.templates.to_dict()},
+            {
+                "id": variant.id,
+                "parent": variant.parent,
+                "changed": variant.changed,
+                "notes": variant.notes,
+                "templates": variant.templates.to_dict(),
+            },
         )
 
     def tell(self, perturbations: Sequence[Perturbation], rewards: Sequence[float | None]) -> UpdateStats:
@@ -268,8 +277,15 @@ class Runner:
             "rng": self.rng.bit_generator.state,
             "ledger": self.ledger.to_dict(),
             "prompts": [
-                {"id": v.id, "notes": v.notes, "parent": v.parent, "changed": v.changed, "uses": v.uses,
-                 "score": v.score, "templates": v.templates.to_dict()}
+                {
+                    "id": v.id,
+                    "notes": v.notes,
+                    "parent": v.parent,
+                    "changed": v.changed,
+                    "uses": v.uses,
+                    "score": v.score,
+                    "templates": v.templates.to_dict(),
+                }
                 for v in self.prompts.variants
             ],
             "es_step": None if self.engine is None else self.engine.step,
@@ -288,7 +304,9 @@ class Runner:
         self.operators = EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
         self.prompts.variants = [self.method.prompt_from_state(v) for v in state["prompts"]]
         if self.engine is not None and self.engine.step != state["es_step"]:
-            raise RuntimeError(f"store holds {self.engine.step} ES updates but its last step expects {state['es_step']}")
+            raise RuntimeError(
+                f"store holds {self.engine.step} ES updates but its last step expects {state['es_step']}"
+            )
         if state["weights_sha256"] is not None and self.weights_sha256() != state["weights_sha256"]:
             raise RuntimeError("replayed weights differ from the stored run's; was the base model changed?")
 

@@ -29,7 +29,10 @@ class Validation:
             gap = "n/a" if result["gap_pct"] is None else f"{result['gap_pct']:.3f}%"
             return f"gap {gap}, objective {result['objective']:.6g}"
 
-        lines = [f"best heuristic on {self.split}: {figure(self.best)}", f"seed heuristic on {self.split}: {figure(self.seed)}"]
+        lines = [
+            f"best heuristic on {self.split}: {figure(self.best)}",
+            f"seed heuristic on {self.split}: {figure(self.seed)}",
+        ]
         if self.best and self.best["valid"] and self.seed["valid"] and self.best["gap_pct"] is not None:
             delta = self.seed["gap_pct"] - self.best["gap_pct"]
             lines.append(f"best {'beats' if delta > 0 else 'does not beat'} the seed by {delta:.3f} percentage points")
@@ -45,7 +48,13 @@ def validate_best(runner: Runner, split: str = "val") -> Validation:
     validation = Validation(split, results[1] if best is not None else None, results[0])
     runner.store.set_meta(
         "validation",
-        json.dumps({"split": split, "best_key": None if best is None else best.key, "best": validation.best,
-                    "seed": validation.seed}),
+        json.dumps(
+            {
+                "split": split,
+                "best_key": None if best is None else best.key,
+                "best": validation.best,
+                "seed": validation.seed,
+            }
+        ),
     )
     return validation

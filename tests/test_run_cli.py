@@ -1,0 +1,112 @@
+"""`coevo run | resume | report | runs show | runs export` through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from coevo.cli import main
+
+CONFIG = """
+method = "coevo"
+task = "tsp_construct"
+model = "scripted_llm:build"
+budget = 18
+seed = 2
+population_size = 4
+[eval]
+limit = 4
+[es]
+sigma = 0.05
+alpha = 0.05
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "run.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("coevo: error: ") and "\n" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--set", "bogus=1"], "unknown config key 'bogus'"),
+        (["--set", "method=annealing"], "config key 'method'"),
+        (["--set", "method=eoh+es", "--set", "llm.api_base=http://127.0.0.1:9/v1"], "prompt-only"),
+        (["--set", "model=no-such-model"], "neither an embedded model"),
+        (["--set", "budget"], "--set expects key=value"),
+    ],
+)
+def test_bad_run_input_exits_2_with_one_line(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), *extra]) == 2
+    assert message in one_line_error(capsys)
+    assert not (tmp_path / "r" / "run.sqlite").exists(), "a rejected config leaves no run behind"
+
+
+def test_missing_config_and_unreadable_run_dirs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(tmp_path / "nope.toml")]) == 2
+    assert "config file not found" in one_line_error(capsys)
+    for command in (["resume"], ["report"], ["runs", "show"], ["runs", "export"]):
+        assert main([*command, str(tmp_path / "missing")]) == 2
+        assert "no run found" in one_line_error(capsys)
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "run.sqlite").write_bytes(b"this is not a database" * 100)
+    assert main(["runs", "show", str(garbage)]) == 2
+    assert "cannot read run" in one_line_error(capsys)
+
+
+def test_run_show_export_and_refuse_to_overwrite(config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    assert main(["run", str(config), "--run-dir", str(run_dir), "--set", "seed=4"]) == 0
+    out = capsys.readouterr().out
+    assert "seed heuristic on val: gap" in out and f"report: {run_dir / 'report.html'}" in out
+    assert (run_dir / "report.html").is_file()
+
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert set(facts) == {"status", "method", "task", "evaluations", "llm_calls", "best", "weights_sha256"}
+    assert (facts["status"], facts["method"], facts["evaluations"]) == ("finished", "coevo", 18)
+    assert set(facts["best"]) == {"objective", "gap_pct", "code"}
+    with sqlite3.connect(run_dir / "run.sqlite") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("SELECT json_extract(value, '$.seed') FROM meta WHERE key = 'config'").fetchone()[0] == 4
+
+    assert main(["runs", "export", str(run_dir), "--to", str(tmp_path / "lib"), "--name", "demo"]) == 0
+    exported = Path(capsys.readouterr().out.strip())
+    assert exported == tmp_path / "lib" / "tsp_construct__demo.py"
+    text = exported.read_text()
+    provenance = json.loads("\n".join(line[2:] for line in text.splitlines()[1:] if line.startswith("# ")))
+    assert provenance["method"] == "coevo" and provenance["search"]["objective"] == facts["best"]["objective"]
+    assert facts["best"]["code"].strip() in text
+    assert main(["tasks", "eval", "tsp_construct", str(exported), "--limit", "4", "--split", "search", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(facts["best"]["objective"])
+
+    assert main(["run", str(config), "--run-dir", str(run_dir)]) == 2
+    assert "already holds a run" in one_line_error(capsys)
+    assert main(["runs", "export", str(run_dir), "--name", "bad name!"]) == 2
+    assert "export name" in one_line_error(capsys)
+
+
+def test_resume_of_a_finished_run_changes_nothing(config: Path, tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    assert main(["run", str(config), "--run-dir", str(run_dir)]) == 0
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    before = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert main(["resume", str(run_dir)]) == 0
+    capsys.readouterr()
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == before
