@@ -34,7 +34,9 @@ def test_tasks_list_json_has_one_row_per_task(capsys):
 
 def test_tasks_eval_json_contract_for_a_valid_heuristic(capsys):
     seed = ROOT / "heuristics" / "seed" / "kp_construct.py"
-    code, out, _ = run_cli(capsys, "tasks", "eval", "kp_construct", str(seed), "--split", "search", "--limit", "4", "--json")
+    code, out, _ = run_cli(
+        capsys, "tasks", "eval", "kp_construct", str(seed), "--split", "search", "--limit", "4", "--json"
+    )
     result = json.loads(out)
     assert code == 0
     assert set(result) == {"task", "split", "valid", "objective", "gap_pct", "n_instances", "reason", "seconds"}
@@ -46,7 +48,9 @@ def test_tasks_eval_json_contract_for_a_valid_heuristic(capsys):
 
 def test_tasks_eval_exits_zero_for_an_invalid_heuristic(capsys, tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n    return -1\n")
+    bad.write_text(
+        "def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n    return -1\n"
+    )
     code, out, _ = run_cli(capsys, "tasks", "eval", "tsp_construct", str(bad), "--limit", "2", "--json")
     result = json.loads(out)
     assert code == 0
@@ -76,7 +80,10 @@ def test_bad_usage_is_one_line_and_exit_two(capsys, argv, needle):
 
 def test_console_script_returns_exit_code_two_on_bad_usage():
     completed = subprocess.run(
-        [sys.executable, "-m", "coevo.cli", "tasks", "eval", "nope", "x.py"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "coevo.cli", "tasks", "eval", "nope", "x.py"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert completed.returncode == 2
     assert completed.stderr.strip().startswith("coevo: error: unknown task 'nope'")

@@ -59,9 +59,7 @@ def test_installed_package_without_the_file_is_an_error(monkeypatch: pytest.Monk
 
 
 @pytest.mark.slow
-def test_smollm2_converts_once_then_reloads_from_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_smollm2_converts_once_then_reloads_from_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     model, tokenizer = hf.load_causal_lm()
     cached = list((tmp_path / "coevo" / "models").iterdir())

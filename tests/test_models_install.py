@@ -56,9 +56,7 @@ def test_parts_are_joined_in_order_into_the_cache(fake_model: models.SplitModel)
 
 
 def test_sha_mismatch_is_one_line_and_leaves_no_file(fake_model: models.SplitModel) -> None:
-    models.SPLIT_MODELS["fake"] = models.SplitModel(
-        "fake", "fake.gguf", fake_model.parts, "0" * 64, fake_model.size
-    )
+    models.SPLIT_MODELS["fake"] = models.SplitModel("fake", "fake.gguf", fake_model.parts, "0" * 64, fake_model.size)
     with pytest.raises(models.ModelInstallError, match="SHA-256") as info:
         models.joined_gguf("fake")
     assert "\n" not in str(info.value)
@@ -124,8 +122,11 @@ def test_unpinned_part_version_counts_as_missing(
 ) -> None:
     first = fake_model.parts[0]
     repinned = models.SplitModel(
-        "fake", "fake.gguf", (models.PartPackage(first.distribution, "2.0", first.path), *fake_model.parts[1:]),
-        fake_model.sha256, fake_model.size,
+        "fake",
+        "fake.gguf",
+        (models.PartPackage(first.distribution, "2.0", first.path), *fake_model.parts[1:]),
+        fake_model.sha256,
+        fake_model.size,
     )
     monkeypatch.setitem(models.SPLIT_MODELS, "fake", repinned)
     with pytest.raises(ModelNotFoundError, match="coevo-fake-part1 is 1.0"):

@@ -14,9 +14,7 @@ def test_readme_library_example_runs_on_the_embedded_model():
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
     assert len(blocks) == 1, "the README should hold exactly one library example"
-    completed = subprocess.run(
-        [sys.executable, "-c", blocks[0]], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    completed = subprocess.run([sys.executable, "-c", blocks[0]], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-2000:]
     first, second = completed.stdout.splitlines()[:2]
     assert first.startswith("True ")  # the seed KP heuristic is valid in the sandbox

@@ -69,7 +69,9 @@ def test_missing_config_and_unreadable_run_dirs_exit_2(tmp_path: Path, capsys: p
     assert "cannot read run" in one_line_error(capsys)
 
 
-def test_run_show_export_and_refuse_to_overwrite(config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_show_export_and_refuse_to_overwrite(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = tmp_path / "run"
     assert main(["run", str(config), "--run-dir", str(run_dir), "--set", "seed=4"]) == 0
     out = capsys.readouterr().out

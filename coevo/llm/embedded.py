@@ -71,5 +71,3 @@ def converted_dir(model: EmbeddedModel, gguf: Path) -> Path:
     version = importlib.metadata.version(model.distribution)
     key = hashlib.sha256(f"{version}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
     return models_cache_root() / f"{model.name}-{key}"
-
-

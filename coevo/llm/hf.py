@@ -184,7 +184,9 @@ class _RowEnds(StoppingCriteria):
         self.lengths: list[int | None] = [None] * len(settings)
         self.reasons = ["length"] * len(settings)
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor | None, **kwargs: object) -> torch.BoolTensor:
+    def __call__(
+        self, input_ids: torch.LongTensor, scores: torch.FloatTensor | None, **kwargs: object
+    ) -> torch.BoolTensor:
         generated = input_ids[:, self.prompt_length :]
         produced = generated.shape[1]
         for row, sampling in enumerate(self.settings):
@@ -192,7 +194,8 @@ class _RowEnds(StoppingCriteria):
                 continue
             if int(generated[row, -1]) in self.eos or (
                 sampling.stop
-                and _find_stop(self.tokenizer.decode(generated[row], skip_special_tokens=True), sampling.stop) is not None
+                and _find_stop(self.tokenizer.decode(generated[row], skip_special_tokens=True), sampling.stop)
+                is not None
             ):
                 self.lengths[row], self.reasons[row] = produced, "stop"
             elif produced >= sampling.max_new_tokens:
