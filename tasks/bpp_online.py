@@ -7,9 +7,12 @@ for capacity 500). MCTS-AHD rounds instead of truncating, but the published figu
 3.98%, FunSearch 0.68%) are measured on FunSearch's own "Weibull 5k" set, whose L1 bound (1987.8
 bins on average) matches truncation (about 1985 expected) and not rounding (about 2010).
 The published search set packs the two train sequences into bins of capacity 100 and 500.
+The test split also holds FunSearch's OR1-OR4 groups (``or1`` .. ``or4``: OR-Library's
+binpack1-4, 20 instances of 120/250/500/1000 items, capacity 150, see ``tasks.or_library``).
 Every item sees all bins it fits in, including the still empty ones (one bin per item is
 available), and goes to the bin with the highest priority. The objective is the number of bins
-used; the reference is the L1 lower bound ceil(sum / capacity), so the gap is the excess in %.
+used; the reference is the L1 lower bound ceil(sum / capacity) for the Weibull groups, so their
+gap is the excess in %, and the best-known bin count the OR-Library lists for the OR groups.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 
 from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName, Task
 from tasks.checks import returned_scores
+from tasks.or_library import best_known_bins, or_library_classes
 
 STREAM_SEED = 1234
 WEIBULL_SHAPE = 3.0
@@ -66,12 +70,23 @@ def _draws() -> dict[str, tuple[np.ndarray, ...]]:
     return {name: tuple(weibull_items(rng, size) for _ in range(count)) for name, count, size in DRAWS}
 
 
+OR_LIBRARY_SPLIT: SplitName = "test"
+"""The split that carries the OR-Library groups (they are published test benchmarks)."""
+
+
 @functools.cache
 def _groups(split: SplitName) -> tuple[InstanceGroup, ...]:
-    return tuple(
+    weibull = tuple(
         InstanceGroup(label, [{"items": items, "capacity": capacity} for items in _draws()[draw]])
         for label, draw, capacity in SPLIT_GROUPS[split]
     )
+    if split != OR_LIBRARY_SPLIT:
+        return weibull
+    or_library = tuple(
+        InstanceGroup(cls.label, [{"items": items, "capacity": cls.capacity} for items in cls.instances])
+        for cls in or_library_classes()
+    )
+    return weibull + or_library
 
 
 class BPPOnline(Task):
@@ -86,7 +101,7 @@ class BPPOnline(Task):
         "goes to the bin with the highest score. Item sizes follow a Weibull distribution (mean "
         "about 40, at most 100) and bins hold 100 or 500. The goal is to use as few bins as possible."
     )
-    reference_name = "L1 lower bound ceil(sum/C)"
+    reference_name = "L1 lower bound ceil(sum/C); OR-Library groups: best-known bin counts"
     instance_seconds = 30.0  # 10k items, one priority call per item
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:
@@ -121,4 +136,7 @@ class BPPOnline(Task):
         return float(np.count_nonzero(loads))
 
     def reference_objective(self, instance: Instance) -> float:
+        best_known = best_known_bins(instance["items"], instance["capacity"])
+        if best_known is not None:
+            return float(best_known)
         return float(np.ceil(instance["items"].sum() / instance["capacity"]))

@@ -12,7 +12,8 @@ import pytest
 from tasks import InvalidSolution, get_task, instance_hash
 from tasks.asp_construct import TRIPLES, candidate_rows, greedy_admissible_rows
 from tasks.baselines import classical_files, evaluate_split, file_solver, seed_solver
-from tasks.references import group_references
+from tasks.or_library import best_known_bins
+from tasks.references import gap_pct, group_references
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CONSTRUCTIVE = ("tsp_construct", "kp_construct", "asp_construct", "bpp_online")
@@ -36,9 +37,13 @@ EXPECTED_LAYOUT = {
     "bpp_online": {
         "search": {"1k_c100": 1, "1k_c500": 1, "5k_c100": 1, "5k_c500": 1},
         "val": {"1k_c100": 5, "1k_c500": 5, "5k_c100": 5, "5k_c500": 5},
-        "test": {"1k_c100": 5, "5k_c100": 5, "10k_c100": 5, "1k_c500": 5, "5k_c500": 5, "10k_c500": 5},
+        "test": {
+            "1k_c100": 5, "5k_c100": 5, "10k_c100": 5, "1k_c500": 5, "5k_c500": 5, "10k_c500": 5,
+            "or1": 20, "or2": 20, "or3": 20, "or4": 20,
+        },
     },
-}
+}  # fmt: skip
+OR_LIBRARY_SIZES = {"or1": 120, "or2": 250, "or3": 500, "or4": 1000}
 
 
 def first_instance(task_name: str, split: str = "search") -> dict:
@@ -75,6 +80,38 @@ def test_bpp_items_are_truncated_weibull_sizes_within_the_bin():
     assert items.dtype.kind == "i" and items.min() >= 1 and items.max() <= 100
     # Weibull(3) x 45 has mean 40.18; truncation to integers removes about 0.5 of it
     assert items.mean() == pytest.approx(39.7, abs=0.3)
+
+
+def _or_library_groups() -> dict[str, list[dict]]:
+    return {g.label: g.instances for g in get_task("bpp_online").groups("test") if g.label in OR_LIBRARY_SIZES}
+
+
+def test_or_library_groups_are_falkenauers_uniform_instances():
+    for label, instances in _or_library_groups().items():
+        assert {len(i["items"]) for i in instances} == {OR_LIBRARY_SIZES[label]}
+        assert {i["capacity"] for i in instances} == {150}
+        items = np.concatenate([i["items"] for i in instances])
+        assert items.min() >= 20 and items.max() <= 100
+
+
+def test_or_library_best_known_counts_sit_on_the_l1_bound_except_the_known_hard_instances():
+    """Checks the shipped item sums: every best-known count is ceil(sum/150), except the five
+    instances whose optimum is famously one bin above it (u120_08, u120_19, u250_07/12/13)."""
+    above_l1 = {}
+    for label, instances in _or_library_groups().items():
+        for position, instance in enumerate(instances):
+            excess = best_known_bins(instance["items"], 150) - int(np.ceil(instance["items"].sum() / 150))
+            if excess:
+                above_l1[(label, position)] = excess
+    assert above_l1 == {("or1", 8): 1, ("or1", 19): 1, ("or2", 7): 1, ("or2", 12): 1, ("or2", 13): 1}
+
+
+def test_bpp_reference_is_the_best_known_count_on_or_library_and_l1_elsewhere():
+    task = get_task("bpp_online")
+    hard = _or_library_groups()["or1"][8]
+    assert task.reference_objective(hard) == 51.0 == np.ceil(hard["items"].sum() / 150) + 1
+    shifted = {**hard, "items": np.roll(hard["items"], 1)}  # same items, another arrival order
+    assert task.reference_objective(shifted) == 50.0
 
 
 def test_splits_share_no_instance():
@@ -251,6 +288,21 @@ def test_tsp_nearest_neighbour_and_farthest_insertion_on_all_sizes():
 
 def test_bpp_best_fit_reproduces_funsearch_weibull_5k():
     assert _gaps("bpp_online", "best_fit", "test", labels={"5k_c100"})["5k_c100"] == pytest.approx(3.98, abs=0.3)
+
+
+@pytest.mark.parametrize(
+    ("solver_name", "published"),
+    [("best_fit", [5.81, 6.06, 5.37, 4.94]), ("first_fit", [6.42, 6.45, 5.74, 5.23])],
+)
+def test_bpp_baselines_reproduce_funsearch_or1_to_or4(solver_name, published):
+    """FunSearch reports OR1-OR4 as excess bins over the L1 bound (its Table 1)."""
+    task = get_task("bpp_online")
+    solve = file_solver(task, classical_files(task)[solver_name])
+    excess = []
+    for instances in _or_library_groups().values():
+        bins = [task.score(instance, solve(instance)) for instance in instances]
+        excess.append(gap_pct(bins, [np.ceil(i["items"].sum() / i["capacity"]) for i in instances]))
+    assert excess == pytest.approx(published, abs=0.05)
 
 
 def test_bpp_seed_reproduces_funsearch_weibull_5k():
