@@ -10,6 +10,7 @@ batched members and ES updates all change what it writes, as with a real LLM. Us
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,7 +57,10 @@ class ScriptedLLM:
     @staticmethod
     def _answer(messages: Sequence[Message], output: np.ndarray) -> Completion:
         prompt = "".join(m["content"] for m in messages)
-        if "```python" not in prompt and "exact signature" not in prompt:  # a reflection or a rewrite
+        if tune := re.search(r"parameters a little: \[([^\]]*)\]\. Answer", messages[-1]["content"]):
+            old = [float(v) for v in tune.group(1).split(",")]  # the tune operator wants numbers only
+            text = "[" + ", ".join(f"{v * (1 + 0.2 * float(output[0])):.4f}" for v in old) + "]"
+        elif "```python" not in prompt and "exact signature" not in prompt:  # a reflection or a rewrite
             text = f"Weigh the distance back to the destination by about {output[0]:.2f}."
         elif output[1] > 0.45:
             text = BROKEN

@@ -139,3 +139,13 @@ def test_bad_configs_fail_with_one_line(tmp_path: Path, overrides: list[str], me
     with pytest.raises(ConfigError) as error:
         load_config(path, overrides)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_coevo_with_tune_retunes_the_seed_parameters(tmp_path: Path) -> None:
+    runner = start_run(config("coevo", budget=17, init_samples=0, coevo={"operators": ["tune"]}), tmp_path)
+    runner.run()
+    children = [c for _, c in RunStore.open(tmp_path).candidates() if c.operator == "tune"]
+    assert len(children) == 16 and all(c.parents for c in children)
+    seed = runner.task.seed_code()
+    valid = [c for c in children if c.valid]
+    assert valid and all(c.code != seed and len(c.code.splitlines()) == len(seed.splitlines()) for c in valid)

@@ -1,5 +1,6 @@
 """EoH's five operators: write a heuristic from scratch (i1), from several parents (e1, e2), or by
-modifying one parent (m1, m2).
+modifying one parent (m1, m2); plus `tune`, which asks only for new values of a parent's numeric
+parameters and splices them into its code (small models manage numbers long before whole functions).
 
 Every candidate is a one-sentence thought plus code for the task's function. The operator differs only
 in its instruction and its number of parents; the wording lives in `PromptTemplates` so the coevo method
@@ -13,10 +14,11 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from coevo.llm.base import LLM, Completion, Message, SamplingParams
+from coevo.operators.constants import parse_values, tunable_values, with_values
 from coevo.operators.ledger import BudgetLedger, metered_generate
 from coevo.operators.parsing import FunctionSpec, ParseFailure, parse_heuristic
 from coevo.operators.records import Parent, Proposal, Rejection, TaskSpec, completion_error
-from coevo.operators.templates import EOH_OPERATORS, PromptTemplates, default_templates
+from coevo.operators.templates import OPERATORS, PromptTemplates, default_templates
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ PARENT_COUNTS: dict[str, tuple[int, int | None]] = {
     "e2": (2, None),
     "m1": (1, 1),
     "m2": (1, 1),
+    "tune": (1, 1),
 }
 """Operator -> (fewest, most) parents; None means no upper limit."""
 
@@ -76,6 +79,8 @@ class EoHOperators:
             )
             for index, parent in enumerate(parents, start=1)
         )
+        if operator == "tune":
+            return self._tune_prompt(parents[0], hints)
         user = self.templates.render(
             "eoh_user",
             task_description=self.task.description.strip(),
@@ -85,6 +90,19 @@ class EoHOperators:
             output_format=self.templates.render("output_format", **names),
         )
         return [{"role": "system", "content": self.templates["system"]}, {"role": "user", "content": user}]
+
+    def _tune_prompt(self, parent: Parent, hints: str) -> list[Message]:
+        """A worked example, then the parent's values: no code and no system prompt, which small models
+        answer with prose instead of a list."""
+        values = tunable_values(parent.code)
+        ask = self.templates.render("tune", values=_listed(values), count=str(len(values)))
+        if hints.strip():
+            ask = f"{self.templates.render('hints', hints=hints.strip())}\n\n{ask}"
+        return [
+            {"role": "user", "content": self.templates["tune_demo"]},
+            {"role": "assistant", "content": self.templates["tune_demo_answer"]},
+            {"role": "user", "content": ask},
+        ]
 
     def propose(
         self,
@@ -116,25 +134,46 @@ class EoHOperators:
         label = "+".join(dict.fromkeys(request.operator for request in requests))
         completions = metered_generate(self.llm, prompts, sampling or self.sampling, self.ledger, label)
         return [
-            self._interpret(request.operator, tuple(p.key for p in request.parents), prompt, completion)
+            self._interpret(request, prompt, completion)
             for request, prompt, completion in zip(requests, prompts, completions, strict=True)
         ]
 
     def _interpret(
-        self, operator: str, parents: tuple[str, ...], prompt: list[Message], completion: Completion
+        self, request: ProposalRequest, prompt: list[Message], completion: Completion
     ) -> Proposal | Rejection:
+        operator, parents = request.operator, tuple(p.key for p in request.parents)
         if reason := completion_error(completion):
             return Rejection(reason, operator, prompt, completion, parents)
+        if operator == "tune":
+            return _retuned(request.parents[0], prompt, completion)
         parsed = parse_heuristic(completion.text, self.spec, truncated=completion.finish_reason == "length")
         if isinstance(parsed, ParseFailure):
             return Rejection(parsed.reason, operator, prompt, completion, parents)
         return Proposal(parsed.thought, parsed.code, operator, parents, prompt, completion, parsed.repairs)
 
 
+def _retuned(parent: Parent, prompt: list[Message], completion: Completion) -> Proposal | Rejection:
+    """The parent's code with the values the model chose, or why the answer is unusable."""
+    old = tunable_values(parent.code)
+    new = parse_values(completion.text, len(old))
+    if isinstance(new, ParseFailure):
+        return Rejection(new.reason, "tune", prompt, completion, (parent.key,))
+    if new == old:
+        return Rejection("the same values as the parent", "tune", prompt, completion, (parent.key,))
+    thought = f"{parent.thought.rstrip('.')}; parameters retuned to {_listed(new)}."
+    return Proposal(thought, with_values(parent.code, new), "tune", (parent.key,), prompt, completion)
+
+
+def _listed(values: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{v:g}" for v in values) + "]"
+
+
 def _check_parents(operator: str, parents: Sequence[Parent]) -> None:
-    if operator not in EOH_OPERATORS:
-        raise ValueError(f"unknown EoH operator {operator!r}; known: {', '.join(EOH_OPERATORS)}")
+    if operator not in OPERATORS:
+        raise ValueError(f"unknown operator {operator!r}; known: {', '.join(OPERATORS)}")
     fewest, most = PARENT_COUNTS[operator]
+    if operator == "tune" and len(parents) == 1 and not tunable_values(parents[0].code):
+        raise ValueError("operator tune needs a parent with non-zero float literals to retune")
     if len(parents) < fewest or (most is not None and len(parents) > most):
         wanted = f"{fewest}" if fewest == most else f"at least {fewest}"
         raise ValueError(f"operator {operator} needs {wanted} parent(s), got {len(parents)}")

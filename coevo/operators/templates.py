@@ -19,6 +19,8 @@ from types import MappingProxyType
 DEFAULT_TEMPLATES_PATH = Path(__file__).with_name("templates") / "default.toml"
 
 EOH_OPERATORS: tuple[str, ...] = ("i1", "e1", "e2", "m1", "m2")
+OPERATORS: tuple[str, ...] = (*EOH_OPERATORS, "tune")
+"""EoH's five, plus `tune` (new values for a parent's numeric parameters, see `operators.constants`)."""
 
 _INSTRUCTION = (frozenset({"function_name", "signature"}), frozenset())
 
@@ -34,6 +36,9 @@ PLACEHOLDERS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = MappingProxy
         "output_format": (frozenset({"function_name", "signature"}), frozenset({"signature"})),
         "hints": (frozenset({"hints"}), frozenset({"hints"})),
         **{operator: _INSTRUCTION for operator in EOH_OPERATORS},
+        "tune": (frozenset({"count", "values"}), frozenset({"values"})),
+        "tune_demo": (frozenset(), frozenset()),
+        "tune_demo_answer": (frozenset(), frozenset()),
         "reflect_short": (
             frozenset({"task_description", "better", "worse"}),
             frozenset({"task_description", "better", "worse"}),

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from coevo.operators.templates import OPERATORS
+
 METHODS = ("sample", "eoh", "sample+es", "eoh+es", "coevo")
 WEIGHT_METHODS = frozenset({"sample+es", "eoh+es", "coevo"})
 
@@ -62,9 +64,9 @@ class CoevoSettings(_Section):
     @field_validator("operators")
     @classmethod
     def _known_operators(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [op for op in value if op not in ("i1", "e1", "e2", "m1", "m2")]
+        unknown = [op for op in value if op not in OPERATORS]
         if unknown or not value:
-            raise ValueError(f"operators must be EoH operators (i1 e1 e2 m1 m2), got {list(value)}")
+            raise ValueError(f"operators must be among {', '.join(OPERATORS)}, got {list(value)}")
         return value
 
 

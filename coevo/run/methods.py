@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from coevo.candidate import Candidate
+from coevo.operators.constants import tunable_values
 from coevo.operators.eoh import ProposalRequest
 from coevo.operators.records import Parent, TextProposal
 from coevo.operators.reflection import ComponentRewriter, Reflector
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from coevo.run.runner import Runner
 
 CROSSOVERS = ("e1", "e2")
+HINT_TOKENS = 96
+REWRITE_TOKENS = 384
+"""Answer lengths of the prompt-side calls, whatever `llm.max_new_tokens` allows heuristics."""
 
 
 def improvement_reward(parent: float, child: float | None, worst: float) -> float:
@@ -181,6 +185,8 @@ class Coevo(Method):
             if operator in CROSSOVERS and len(population) < 2:
                 operator = "m1"
             parents = [] if operator == "i1" else population.select(runner.rng, 2 if operator in CROSSOVERS else 1)
+            if operator == "tune" and not tunable_values(parents[0].code):
+                operator = "m2"  # nothing to retune: change the parameters the EoH way
             requests.append(
                 ProposalRequest(operator, tuple(as_parent(p) for p in parents), variant.notes, variant.templates)
             )
@@ -217,7 +223,7 @@ class Coevo(Method):
             if pair is None:
                 return
             reflector = Reflector(
-                runner.llm, runner.task, runner.ledger, best.templates, replace(sampling, max_new_tokens=96)
+                runner.llm, runner.task, runner.ledger, best.templates, replace(sampling, max_new_tokens=HINT_TOKENS)
             )
             items = reflector.short([pair])
             runner.record_text(items, best.id)
@@ -226,7 +232,7 @@ class Coevo(Method):
             templates, notes = best.templates, items[0].text
         else:
             feedback = [_feedback_line(child, parent) for child, parent in (mine or zip(children, parent_fitness))][:6]
-            rewriter = ComponentRewriter(runner.llm, runner.ledger, sampling)
+            rewriter = ComponentRewriter(runner.llm, runner.ledger, replace(sampling, max_new_tokens=REWRITE_TOKENS))
             items = rewriter.rewrite(best.templates, component, feedback)
             runner.record_text(items, best.id)
             if not isinstance(items[0], TextProposal):
