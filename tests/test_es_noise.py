@@ -2,12 +2,23 @@
 
 import hashlib
 import math
+import subprocess
+import sys
 
-import numba
 import numpy as np
 import pytest
 
-from coevo.es.noise import NOISE_VERSION, PARALLEL_MIN_SIZE, accumulate_, fill_noise, noise, noise_key, perturb_
+from coevo.es.noise import (
+    NOISE_VERSION,
+    PARALLEL_MIN_SIZE,
+    accumulate_,
+    fill_noise,
+    get_num_threads,
+    noise,
+    noise_key,
+    perturb_,
+    set_num_threads,
+)
 
 
 def test_chunked_fill_equals_whole_fill():
@@ -106,11 +117,15 @@ def test_accumulate_is_the_fp32_sum_of_members_in_order_whatever_the_thread_coun
         total += coeff * noise(seed, "w", size, offset=17)
     keys = np.array([noise_key(s, "w") for s in seeds], np.uint64)
     results = []
-    for threads in (1, numba.config.NUMBA_NUM_THREADS):
-        numba.set_num_threads(threads)
-        out = dst.copy()
-        accumulate_(out, keys, coeffs, offset=17)
-        results.append(out)
+    default_threads = get_num_threads()
+    try:
+        for threads in (1, 3):  # 3 slices that need not align with the kernel's accumulation blocks
+            set_num_threads(threads)
+            out = dst.copy()
+            accumulate_(out, keys, coeffs, offset=17)
+            results.append(out)
+    finally:
+        set_num_threads(default_threads)
     assert np.array_equal(results[0], dst + total)
     assert np.array_equal(results[1], results[0])
 
@@ -127,5 +142,27 @@ def test_bad_inputs_fail_with_clear_errors():
         fill_noise(np.zeros(4, np.float32), noise_key(0, "w"), offset=-1)
     with pytest.raises(ValueError, match="seed"):
         noise_key(-1, "w")
+    with pytest.raises(ValueError, match="threads"):
+        set_num_threads(0)
     with pytest.raises(ValueError, match="equal length"):
         accumulate_(np.zeros(4, np.float32), np.zeros(2, np.uint64), np.zeros(3, np.float32))
+
+
+def test_first_kernel_call_adds_no_runtime_memory():
+    """The kernels are compiled ahead of time: perturbing must not load a JIT runtime (numba + LLVM
+    cost ~100 MiB of resident memory, which would break ES's inference-level memory)."""
+    probe = """
+import re
+from pathlib import Path
+import numpy as np
+from coevo.es.noise import noise_key, perturb_, accumulate_
+def rss_kib():
+    return int(re.search(r"VmRSS:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1))
+weights = np.ones(1 << 16, np.float32)  # touched before the baseline is read
+before = rss_kib()
+perturb_(weights, weights, noise_key(1, "w"), 0.1)
+accumulate_(weights, np.array([noise_key(2, "w")]), np.array([0.5]))
+print(rss_kib() - before)
+"""
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert int(run.stdout) < 2048  # KiB

@@ -124,18 +124,19 @@ def _drive(runner) -> None:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
-        bar = progress.add_task(_describe(runner), total=runner.config.budget, best="-")
+    with runner:
+        with Progress(*columns, console=console, transient=False) as progress:
+            bar = progress.add_task(_describe(runner), total=runner.config.budget, best="-")
 
-        def update(current) -> None:
-            best = "-" if current.best is None else f"{current.best.objective:.5g}"
-            progress.update(bar, completed=current.evaluations, description=_describe(current), best=best)
+            def update(current) -> None:
+                best = "-" if current.best is None else f"{current.best.objective:.5g}"
+                progress.update(bar, completed=current.evaluations, description=_describe(current), best=best)
 
-        runner.on_progress = update
-        update(runner)
-        runner.run()
-    with console.status("validating the best heuristic and the seed on the val split"):
-        validation = validate_best(runner)
+            runner.on_progress = update
+            update(runner)
+            runner.run()
+        with console.status("validating the best heuristic and the seed on the val split"):
+            validation = validate_best(runner)
     report = write_report(runner.run_dir)
     for line in validation.lines():
         print(line)

@@ -79,6 +79,17 @@ class Runner:
         if (state := store.last_state()) is not None:
             self._restore(state)
 
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the evaluator's fork server and close the store (the run stays resumable)."""
+        self.evaluator.close()
+        self.store.close()
+
     # --- the loop ----------------------------------------------------------------------------------
     @property
     def budget_left(self) -> int:

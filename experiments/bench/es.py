@@ -1,6 +1,6 @@
 """ES speed, memory and exactness on the embedded SmolLM2-135M (fp32, this CPU): issue 3's figures.
 
-Usage: python experiments/bench/es.py [--json] [--quick]
+Usage: python experiments/bench/es.py [--json] [--quick] [--only SECTION]
 
 Figures (targets in TARGETS):
 - perturb_speedup: perturb + restore of every parameter with the reference scheme (a torch.Generator
@@ -55,8 +55,16 @@ TARGETS: dict[str, tuple[str, float]] = {
 }
 COMPARE: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
 
-TOPICS = ["sorting a list", "a prime test", "reversing a string", "binary search",
-          "a word counter", "the fibonacci numbers", "merging two dicts", "a matrix transpose"]
+TOPICS = [
+    "sorting a list",
+    "a prime test",
+    "reversing a string",
+    "binary search",
+    "a word counter",
+    "the fibonacci numbers",
+    "merging two dicts",
+    "a matrix transpose",
+]
 PROMPTS = [f"Write a short Python function for {topic}." for topic in TOPICS]
 SIGMA = 1e-3  # the reference's sigma_0 (REFERENCES section 1)
 ALPHA = 5e-4
@@ -132,7 +140,7 @@ def measure_perturb(model: torch.nn.Module, settings: Settings) -> dict[str, flo
         host.perturb(member)
         host.restore()
 
-    coevo_cycle()  # JIT warm-up (numba caches compiled kernels on disk, but loads them lazily)
+    coevo_cycle()  # warm-up: the first write to each lazily mapped weight page costs a page fault
     reference, coevo = [], []
     for _ in range(settings.perturb_repeats):  # interleaved; min over repeats is robust to a busy CPU
         reference.append(timed(lambda: reference_perturb_restore(model, 1, SIGMA)))
@@ -213,8 +221,9 @@ def run_probe(kind: str, settings: Settings) -> int:
                 rewards.append(distinct_token_reward(generate(model, batch, settings.new_tokens)))
         engine.tell(members, rewards)
     elif kind == "backprop":
-        continuation = torch.randint(0, model.config.vocab_size, (len(PROMPTS), settings.new_tokens),
-                                     generator=torch.Generator().manual_seed(0))
+        continuation = torch.randint(
+            0, model.config.vocab_size, (len(PROMPTS), settings.new_tokens), generator=torch.Generator().manual_seed(0)
+        )
         input_ids = torch.cat([batch["input_ids"], continuation], dim=1)
         attention_mask = torch.cat([batch["attention_mask"], torch.ones_like(continuation)], dim=1)
         model.train()
@@ -282,18 +291,26 @@ def measure_drift(model: torch.nn.Module, settings: Settings) -> dict[str, float
 # --- report ----------------------------------------------------------------------------------------
 
 
-def run_all(settings: Settings) -> Iterator[dict[str, float]]:
+SECTIONS = ("perturb", "generation", "drift", "memory")
+
+
+def run_all(settings: Settings, sections: tuple[str, ...] = SECTIONS) -> Iterator[dict[str, float]]:
     """Each section's figures as soon as they are measured (the full run takes many minutes)."""
-    model, tokenizer = load_causal_lm()
     yield {
         "new_tokens": settings.new_tokens,
         "population": settings.population,
         "torch_threads": torch.get_num_threads(),
     }
-    yield measure_perturb(model, settings)
-    yield measure_generation(model, tokenizer, settings)
-    yield measure_drift(model, settings)
-    yield measure_memory(settings)
+    if set(sections) & {"perturb", "generation", "drift"}:
+        model, tokenizer = load_causal_lm()
+        if "perturb" in sections:
+            yield measure_perturb(model, settings)
+        if "generation" in sections:
+            yield measure_generation(model, tokenizer, settings)
+        if "drift" in sections:
+            yield measure_drift(model, settings)
+    if "memory" in sections:
+        yield measure_memory(settings)
 
 
 def format_line(name: str, value: float) -> str:
@@ -309,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 members, 4 tokens, 50 drift cycles")
+    parser.add_argument("--only", choices=SECTIONS, help="measure one section (e.g. memory: the four RSS probes)")
     parser.add_argument("--probe", choices=PROBES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     settings = Settings.of(args.quick)
@@ -316,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         print(run_probe(args.probe, settings))
         return 0
     results: dict[str, float] = {}
-    for section in run_all(settings):
+    for section in run_all(settings, (args.only,) if args.only else SECTIONS):
         results.update(section)
         if not args.json:
             print("\n".join(format_line(name, value) for name, value in section.items()), flush=True)

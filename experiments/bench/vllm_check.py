@@ -10,7 +10,7 @@ Checks, on one GPU, in well under 5 minutes for a 0.5B model:
 Exits 1 if a check fails. Prints one JSON object of results and timings at the end.
 
 Setup on the GPU machine (vLLM pins its own torch and transformers, so coevo goes in without deps):
-    pip install vllm numba pydantic && pip install --no-deps -e .
+    pip install vllm pydantic && pip install --no-deps -e .  (builds coevo's C noise kernels)
 Usage:
     python experiments/bench/vllm_check.py [--model Qwen/Qwen2.5-0.5B-Instruct | DIR] [--sigma 0.01]
 """
