@@ -116,13 +116,15 @@ class PromptPool:
         return max(self.variants, key=lambda v: (v.uses > 0, v.score))
 
     def admit(self, variant: PromptVariant) -> PromptVariant | None:
-        """Add `variant`; when full, it replaces the worst tried variant, which is returned."""
+        """Add `variant`; when full, it replaces the worst tried variant (never the best), which is
+        returned. A full pool with nothing to evict leaves `variant` out and returns it."""
         if len(self.variants) < self.size:
             self.variants.append(variant)
             return None
-        tried = [v for v in self.variants if v.uses > 0]
-        if not tried:
-            return None
-        worst = min(tried, key=lambda v: v.score)
+        best = self.best
+        evictable = [v for v in self.variants if v.uses > 0 and v.id != best.id]
+        if not evictable:
+            return variant
+        worst = min(evictable, key=lambda v: v.score)
         self.variants = [variant if v.id == worst.id else v for v in self.variants]
         return worst

@@ -149,7 +149,7 @@ class EoH(Method):
 
     def planned_updates(self, config: RunConfig) -> int:
         per_generation = 2 * config.population_size + 2 * self.es_population(config)
-        return 2 * max(1, math.ceil((config.budget - config.population_size) / per_generation))
+        return 2 * max(1, math.ceil((config.budget - initial_evaluations(config)) / per_generation))
 
 
 class EoHES(EoH):
@@ -169,7 +169,7 @@ class Coevo(Method):
     phases = ("joint",)
 
     def planned_updates(self, config: RunConfig) -> int:
-        return max(1, math.ceil((config.budget - config.population_size) / self.es_population(config)))
+        return max(1, math.ceil((config.budget - initial_evaluations(config)) / self.es_population(config)))
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
         population = runner.population
@@ -239,9 +239,15 @@ class Coevo(Method):
                 return
             templates, notes = best.templates.with_component(component, items[0].text), best.notes
         variant = PromptVariant(prompt_id(templates, notes), templates, notes, parent=best.id, changed=component)
-        if all(v.id != variant.id for v in runner.prompts.variants):
-            runner.prompts.admit(variant)
+        if all(v.id != variant.id for v in runner.prompts.variants) and runner.prompts.admit(variant) is not variant:
             runner.register_prompt(variant)
+
+
+def initial_evaluations(config: RunConfig) -> int:
+    """What generation 0 spends: the library (one seed; evolved extras are not counted) and i1 samples."""
+    library = 0 if config.library == "none" else 1
+    samples = config.population_size - library if config.init_samples is None else config.init_samples
+    return library + max(samples, 0)
 
 
 def _feedback_line(child: Candidate, parent_fitness: float) -> str:
