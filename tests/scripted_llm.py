@@ -59,7 +59,8 @@ class ScriptedLLM:
         prompt = "".join(m["content"] for m in messages)
         if tune := re.search(r"parameters a little: \[([^\]]*)\]\. Answer", messages[-1]["content"]):
             old = [float(v) for v in tune.group(1).split(",")]  # the tune operator wants numbers only
-            text = "[" + ", ".join(f"{v * (1 + 0.2 * float(output[0])):.4f}" for v in old) + "]"
+            shifts = [(-1) ** i * 0.3 * float(output[0]) for i in range(len(old))]  # a uniform scale changes nothing
+            text = "[" + ", ".join(f"{v * (1 + shift):.4f}" for v, shift in zip(old, shifts)) + "]"
         elif "```python" not in prompt and "exact signature" not in prompt:  # a reflection or a rewrite
             text = f"Weigh the distance back to the destination by about {output[0]:.2f}."
         elif output[1] > 0.45:

@@ -35,7 +35,14 @@ class Validation:
         ]
         if self.best and self.best["valid"] and self.seed["valid"] and self.best["gap_pct"] is not None:
             delta = self.seed["gap_pct"] - self.best["gap_pct"]
-            lines.append(f"best {'beats' if delta > 0 else 'does not beat'} the seed by {delta:.3f} percentage points")
+            if delta > 0:
+                lines.append(f"the best heuristic beats the seed by {delta:.3f} percentage points of gap")
+            elif delta == 0:
+                lines.append("the best heuristic scores as the seed does: nothing better was found")
+            else:
+                lines.append(
+                    f"the best heuristic is {-delta:.3f} percentage points worse than the seed on {self.split}"
+                )
         return lines
 
 
