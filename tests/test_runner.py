@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scripted_llm import ScriptedLLM
 
+from coevo.es.history import replay
 from coevo.run.config import ConfigError, RunConfig, load_config, validate
 from coevo.run.methods import improvement_reward
 from coevo.run.runner import summary
@@ -90,6 +92,8 @@ def test_lowrank_members_generate_in_one_batch(tmp_path: Path) -> None:
     runner.run()
     assert type(runner.host).__name__ == "LowRankHost"
     assert runner.host.weights_sha256() != before
+    fresh = ScriptedLLM().model  # the history alone rebuilds the low-rank run's weights, as `coevo serve` does
+    assert replay(fresh, RunStore.open(tmp_path).es_records()).weights_sha256() == runner.host.weights_sha256()
 
 
 def test_resume_in_process_continues_from_the_last_step(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -129,6 +130,17 @@ class ESHistory:
                 os.fsync(file.fileno())
 
 
+def host_for(module: nn.Module, record: UpdateRecord | None) -> WeightsHost:
+    """The host that made `record` (full rank, or low rank of the rank its noise version names)."""
+    if record is None:
+        return TorchWeightsHost(module)
+    if match := re.search(r"\+lowrank-r(\d+)$", record.noise_version):
+        from coevo.es.lowrank import LowRankHost
+
+        return LowRankHost(module, rank=int(match.group(1)), scope=record.scope)
+    return TorchWeightsHost(module, scope=record.scope)
+
+
 def replay(target: WeightsHost | nn.Module, history: ESHistory | Sequence[UpdateRecord]) -> WeightsHost:
     """Apply a history's updates to base weights; returns the host (a new exact-mode one for a module).
 
@@ -136,7 +148,7 @@ def replay(target: WeightsHost | nn.Module, history: ESHistory | Sequence[Update
     """
     records = history.load() if isinstance(history, ESHistory) else list(history)
     if isinstance(target, nn.Module):
-        target = TorchWeightsHost(target, scope=records[0].scope if records else "full")
+        target = host_for(target, records[0] if records else None)
     for record in records:
         if (record.scope, record.noise_version) != (target.scope, target.noise_version):
             raise ValueError(
