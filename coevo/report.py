@@ -105,7 +105,7 @@ def _validation(store: RunStore) -> str:
         data = json.loads(store.meta("validation"))
     except KeyError:
         return '<p class="note">The best heuristic has not been validated on a held-out split.</p>'
-    lines = Validation(data["split"], data["best"], data["seed"]).lines()
+    lines = Validation.from_json(data).lines()
     return (
         f"<h3>Validation ({escape(data['split'])} split)</h3><ul>"
         + "".join(f"<li>{escape(line)}</li>" for line in lines)

@@ -205,7 +205,7 @@ def test_validation_figures_appear_when_the_run_was_validated(runs, tmp_path):
     store.set_meta("validation", json.dumps(data))
     store.close()
     page = write_report(run_dir).read_text(encoding="utf-8")
-    for line in Validation("val", data["best"], data["seed"]).lines():
+    for line in Validation.from_json(data).lines():
         assert f"<li>{escape(line)}</li>" in page
     assert "beats the seed by 3.250 percentage points" in page
 

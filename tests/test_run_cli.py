@@ -92,10 +92,12 @@ def test_run_show_export_and_refuse_to_overwrite(
     assert exported == tmp_path / "lib" / "tsp_construct__demo.py"
     text = exported.read_text()
     provenance = json.loads("\n".join(line[2:] for line in text.splitlines()[1:] if line.startswith("# ")))
-    assert provenance["method"] == "coevo" and provenance["search"]["objective"] == facts["best"]["objective"]
-    assert facts["best"]["code"].strip() in text
-    assert main(["tasks", "eval", "tsp_construct", str(exported), "--limit", "4", "--split", "search", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(facts["best"]["objective"])
+    with sqlite3.connect(run_dir / "run.sqlite") as db:
+        validation = json.loads(db.execute("SELECT value FROM meta WHERE key = 'validation'").fetchone()[0])
+    assert provenance["method"] == "coevo" and provenance["key"] == validation["best_key"]
+    assert provenance["val"] == validation["best"], "the export is the finalist selected on val"
+    assert main(["tasks", "eval", "tsp_construct", str(exported), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(validation["best"]["objective"])
 
     assert main(["run", str(config), "--run-dir", str(run_dir)]) == 2
     assert "already holds a run" in one_line_error(capsys)

@@ -1,4 +1,4 @@
-"""`coevo runs export`: a run's best heuristic joins the skill library, with where it came from.
+"""`coevo runs export`: a run's answer joins the skill library, with where it came from.
 
 The file is the heuristic's code under a comment header holding its provenance as JSON (run, method,
 config seed, objectives, weights reference, lineage), so `library = "all"` runs can start from it and a
@@ -22,17 +22,20 @@ class ExportError(Exception):
 
 
 def export_best(run_dir: Path, name: str | None = None, directory: Path | None = None) -> Path:
-    """Write the best heuristic of the run in `run_dir` to `directory` and return the file's path."""
+    """Write the run's answer to `directory` and return the file's path: the finalist selected on the
+    val split when the run was validated, else its best on the search split."""
     store = RunStore.open(run_dir)
     state = store.last_state()
+    validation = json.loads(store.meta("validation")) if _has_meta(store, "validation") else None
     best = None if state is None else state["best"]
+    if validation is not None and validation["best_key"] is not None:
+        best = next(c.to_dict() for _, c in reversed(store.candidates()) if c.key == validation["best_key"])
     if best is None:
         raise ExportError(f"{run_dir} has no valid heuristic to export")
     config = store.config
     name = name or f"{config['method'].replace('+', '_')}_s{config['seed']}_{best['key'][:8]}"
     if not _NAME.match(name):
         raise ExportError(f"export name must be letters, digits and underscores, got {name!r}")
-    validation = json.loads(store.meta("validation")) if _has_meta(store, "validation") else None
     provenance = {
         "run_dir": str(Path(run_dir).resolve()),
         "status": store.meta("status"),

@@ -1,13 +1,16 @@
-"""Held-out check of a finished run: the best heuristic and the task's seed on the val split.
+"""Held-out selection at the end of a run: the final population on the val split, against the seed.
 
-Selection only ever sees the search split, so the val figures are the honest measure of whether a run
-beat its seed; they are stored in the run (meta key `validation`) for reports and exports.
+Selection during the run only ever sees the search split, which can reward heuristics that fit its
+instances (TSP construction searches on n = 50 only, while val mixes n = 50, 100 and 200). So the run's
+finalists (its best and the final population) are scored on val and the best there is the run's
+answer, as model selection on a validation split goes; the test split stays untouched for reporting.
+The figures are stored in the run (meta key `validation`) for reports and exports.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from coevo.evaluate.evaluator import Evaluator
@@ -18,7 +21,14 @@ from coevo.run.runner import Runner
 class Validation:
     split: str
     best: dict[str, Any] | None
+    """The selected finalist's result on `split` (EvalResult JSON), None when no finalist is valid."""
     seed: dict[str, Any]
+    best_key: str | None = None
+    finalists: int = 1
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Validation:
+        return cls(**data)
 
     def lines(self) -> list[str]:
         def figure(result: dict[str, Any] | None) -> str:
@@ -29,8 +39,9 @@ class Validation:
             gap = "n/a" if result["gap_pct"] is None else f"{result['gap_pct']:.3f}%"
             return f"gap {gap}, objective {result['objective']:.6g}"
 
+        chosen = "best heuristic" if self.finalists == 1 else f"best heuristic (of {self.finalists} finalists)"
         lines = [
-            f"best heuristic on {self.split}: {figure(self.best)}",
+            f"{chosen} on {self.split}: {figure(self.best)}",
             f"seed heuristic on {self.split}: {figure(self.seed)}",
         ]
         if self.best and self.best["valid"] and self.seed["valid"] and self.best["gap_pct"] is not None:
@@ -47,21 +58,20 @@ class Validation:
 
 
 def validate_best(runner: Runner, split: str = "val") -> Validation:
-    """Evaluate the run's best heuristic and the seed on `split`; store and return the figures."""
-    best = runner.best
-    codes = [runner.task.seed_code()] + ([best.code] if best is not None else [])
+    """Score the run's best and final population on `split`, keep the best there; store and return it."""
+    finalists = list({c.key: c for c in [runner.best, *runner.population.members] if c is not None}.values())
+    codes = [runner.task.seed_code(), *(c.code for c in finalists)]
     with Evaluator(runner.task, split, cache_dir=runner.run_dir / "eval-cache") as evaluator:
-        results = [r.to_json() for r in evaluator.evaluate_many(codes)]
-    validation = Validation(split, results[1] if best is not None else None, results[0])
-    runner.store.set_meta(
-        "validation",
-        json.dumps(
-            {
-                "split": split,
-                "best_key": None if best is None else best.key,
-                "best": validation.best,
-                "seed": validation.seed,
-            }
-        ),
+        seed, *results = [r.to_json() for r in evaluator.evaluate_many(codes)]
+    sign = 1.0 if runner.task.sense == "min" else -1.0
+    scored = [(c, r) for c, r in zip(finalists, results, strict=True) if r["valid"]]
+    chosen = min(scored, key=lambda pair: sign * pair[1]["objective"], default=None)
+    validation = Validation(
+        split,
+        None if chosen is None else chosen[1],
+        seed,
+        None if chosen is None else chosen[0].key,
+        max(len(finalists), 1),
     )
+    runner.store.set_meta("validation", json.dumps(asdict(validation)))
     return validation
