@@ -86,6 +86,7 @@ class RunConfig(_Section):
     init_samples: int | None = Field(
         None, ge=0, description="i1 samples in generation 0 (default: fill the population after the library)"
     )
+    finalists: int = Field(10, ge=1, description="best distinct heuristics (on search) scored on val at the end")
     es: ESSettings = ESSettings()
     llm: LLMSettings = LLMSettings()
     eval: EvalSettings = EvalSettings()

@@ -2,8 +2,8 @@
 
 Selection during the run only ever sees the search split, which can reward heuristics that fit its
 instances (TSP construction searches on n = 50 only, while val mixes n = 50, 100 and 200). So the run's
-finalists (its best and the final population) are scored on val and the best there is the run's
-answer, as model selection on a validation split goes; the test split stays untouched for reporting.
+finalists (its `finalists` best distinct heuristics on search) are scored on val and the best there is
+the run's answer, as model selection on a validation split goes; the test split stays untouched.
 The figures are stored in the run (meta key `validation`) for reports and exports.
 """
 
@@ -58,8 +58,10 @@ class Validation:
 
 
 def validate_best(runner: Runner, split: str = "val") -> Validation:
-    """Score the run's best and final population on `split`, keep the best there; store and return it."""
-    finalists = list({c.key: c for c in [runner.best, *runner.population.members] if c is not None}.values())
+    """Score the run's best distinct heuristics on `split`, keep the best there; store and return it."""
+    ranked = sorted((c for _, c in runner.store.candidates() if c.valid), key=lambda c: c.fitness)
+    finalists = list({c.key: c for c in ranked[::-1]}.values())  # one per key, its best-ranked copy
+    finalists = sorted(finalists, key=lambda c: c.fitness)[: runner.config.finalists]
     codes = [runner.task.seed_code(), *(c.code for c in finalists)]
     with Evaluator(runner.task, split, cache_dir=runner.run_dir / "eval-cache") as evaluator:
         seed, *results = [r.to_json() for r in evaluator.evaluate_many(codes)]
