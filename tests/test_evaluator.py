@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -16,10 +17,12 @@ import pytest
 
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.channel import ChannelError, decode_solution, encode_solution
+from coevo.evaluate.child import Job
 from coevo.evaluate.evaluator import JSON_FIELDS
 from coevo.evaluate.probe import ProbeTask
+from coevo.evaluate.sandbox import InstancePayload, Sandbox
 from tasks import TASK_NAMES, get_task
-from tasks.base import InvalidSolution
+from tasks.base import InstanceGroup, InvalidSolution
 from tasks.references import gap_pct
 
 LIMITS = Limits(instance_seconds=3.0, candidate_seconds=5.0, memory_mb=512)
@@ -30,6 +33,14 @@ class MaximisingProbe(ProbeTask):
     """The probe task reported with the opposite natural sign."""
 
     sense = "max"
+
+
+class LargeProbe(ProbeTask):
+    """The probe task with a search split of several MB: far more than a pipe holds at once."""
+
+    def groups(self, split: str) -> list[InstanceGroup]:
+        rng = np.random.default_rng(5)
+        return [InstanceGroup("n20000", [{"values": rng.random(20_000)} for _ in range(40)])]
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +192,28 @@ def test_channel_round_trips_plain_data_only() -> None:
         decode_solution({"pickle": "gASV..."})
 
 
+def test_job_reaches_the_child_intact() -> None:
+    job = Job("def pick(values):\n    return 0  # naïve, \ud800\n", 256, 2.5, 4096)
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, job.encode())
+        assert Job.read(read_end) == job
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_large_instance_sets_reach_every_child() -> None:
+    task = LargeProbe()
+    expected = [float(inst["values"].min()) for inst in task.groups("search")[0].instances]
+    with Evaluator(task, limits=LIMITS, workers=2) as evaluator:
+        results = evaluator.evaluate_many([SEED, SEED + "# twin\n"])
+    assert [result.per_instance for result in results] == [pytest.approx(expected)] * 2
+
+
 def test_bad_arguments_fail_clearly() -> None:
+    with pytest.raises(ValueError, match="parallel must be at least 1"):
+        Sandbox(ProbeTask(), InstancePayload.of([]), parallel=0)
     with pytest.raises(ValueError, match="limits must be positive"):
         Limits(instance_seconds=0)
     with pytest.raises(ValueError, match="limit must be at least 1"):

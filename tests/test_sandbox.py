@@ -154,6 +154,14 @@ def proc_limit(pid: int, name: str) -> tuple[str, str]:
     raise KeyError(name)
 
 
+def proc_status(pid: int, field: str) -> str:
+    """One field of /proc/PID/status, e.g. ``SigCgt`` (the mask of signals the process handles)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return line.split()[1]
+    raise KeyError(field)
+
+
 def test_corpus_is_large_and_annotated() -> None:
     names = {case.name for case in CORPUS}
     assert len(names) >= 40
@@ -182,7 +190,7 @@ def test_hostile_candidate_is_contained(case: Case, evaluators: dict[str, Evalua
 
 
 def test_running_child_is_isolated(evaluators: dict[str, Evaluator]) -> None:
-    """Observed from outside while a candidate sleeps: own group, limits, cwd, user, network."""
+    """Observed from outside while a candidate sleeps: own group, limits, cwd, user, signals, network."""
     evaluator = evaluators["static"]
     sleeper = "import time\n\ndef pick(values):\n    time.sleep(5)\n    return 0\n"
     worker = threading.Thread(target=evaluator.evaluate, args=(sleeper,))
@@ -195,6 +203,8 @@ def test_running_child_is_isolated(evaluators: dict[str, Evaluator]) -> None:
         assert proc_limit(child.pid, "Max processes") == ("0", "0")
         assert proc_limit(child.pid, "Max file size") == (str(LIMITS.file_bytes),) * 2
         assert workdir.name.startswith("coevo-candidate-")
+        assert int(proc_status(child.pid, "SigCgt"), 16) == 0  # no handler of the fork server's survives
+        assert proc_status(child.pid, "NoNewPrivs") == "1"
         if os.geteuid() == 0:
             assert child.uids().effective == NOBODY
             assert os.readlink(f"/proc/{child.pid}/ns/net") != os.readlink("/proc/self/ns/net")

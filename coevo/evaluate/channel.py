@@ -20,8 +20,8 @@ from tasks.base import InvalidSolution
 
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 _HEADER = struct.Struct("<I")
-BLOB_LENGTH = struct.Struct("<Q")
-"""Prefix of each blob the parent sends a child (the job, then the instances)."""
+MAX_FORK_BATCH = 16
+"""Most children one fork request asks for (two descriptors each, in one SCM_RIGHTS message)."""
 STATUS_RECORD = struct.Struct("<cq")
 """Fork-server status records: (b"P", pid) right after the fork, (b"X", wait status) after reaping."""
 _NUMERIC_KINDS = frozenset("biuf")

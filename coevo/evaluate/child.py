@@ -1,16 +1,20 @@
 """The body of one sandboxed child, from the fork until ``os._exit``.
 
 Trusted set-up happens first (process group, stdio, working directory, dropped privileges;
-the empty network namespace is inherited from the fork server), then the child waits for its
-job, applies its resource limits, arms the guards, and only then runs candidate code. Every instance's solution is reported
-as soon as it is built, so the parent can hold the candidate to a per-instance deadline.
+the empty network namespace and default signal dispositions are inherited from the fork
+server), then the child waits for its job, applies its resource limits, arms the guards, and
+only then runs candidate code. Every instance's solution is reported as soon as it is built,
+so the parent can hold the candidate to a per-instance deadline.
+
+Each page of the fork server's memory that a child writes to is copied first (a few
+microseconds per page), so whatever can be built before the fork is built there, once
+(``Prepared``), and the job arrives as a fixed header and the source text, not a pickle.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-import signal
+import struct
 import sys
 import time
 import types
@@ -18,37 +22,68 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from coevo.evaluate.channel import BLOB_LENGTH, encode_solution, frame
+from coevo.evaluate.channel import encode_solution, frame
 from coevo.evaluate.guard import Guard
 from coevo.evaluate.isolation import apply_limits, drop_privileges
 from tasks.base import Instance, InvalidSolution, Task
 
 EXIT_SETUP_FAILED = 87
 
+_JOB_HEADER = struct.Struct("<IdQQ")
+"""memory_mb, cpu_seconds, file_bytes, length of the UTF-8 source that follows."""
+
 
 @dataclass(frozen=True)
 class Job:
-    """What the parent sends a child ahead of the instances (the only ones it may see)."""
+    """What the parent sends a child: the candidate's source and its resource limits."""
 
     code: str
-    function_name: str
     memory_mb: int
     cpu_seconds: float
     file_bytes: int
 
+    def encode(self) -> bytes:
+        # surrogatepass: any str the parent holds must reach the child (and fail to compile there).
+        source = self.code.encode("utf-8", "surrogatepass")
+        return _JOB_HEADER.pack(self.memory_mb, self.cpu_seconds, self.file_bytes, len(source)) + source
 
-def run_child(conn_fd: int, task: Task, guard: Guard, workdir: str) -> NoReturn:
+    @classmethod
+    def read(cls, fd: int) -> Job:
+        memory_mb, cpu_seconds, file_bytes, length = _JOB_HEADER.unpack(_read_exactly(fd, _JOB_HEADER.size))
+        return cls(_read_exactly(fd, length).decode("utf-8", "surrogatepass"), memory_mb, cpu_seconds, file_bytes)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What every child needs, built once in the fork server and inherited through the fork."""
+
+    task: Task
+    instances: list[Instance]
+    """The instances being evaluated: the only ones the fork server, hence a child, holds."""
+    guard: Guard
+    namespace: dict[str, Any]
+    """The candidate module's namespace, restricted builtins in place (each child writes its own copy)."""
+
+    @classmethod
+    def build(cls, task: Task, instances: list[Instance]) -> Prepared:
+        guard = Guard()
+        module = types.ModuleType("candidate")
+        sys.modules[module.__name__] = module  # dataclasses look the defining module up by name
+        namespace = vars(module)
+        namespace["__builtins__"] = guard.builtins
+        return cls(task, instances, guard, namespace)
+
+
+def run_child(conn_fd: int, prepared: Prepared, workdir: str) -> NoReturn:
     """Isolate this process, run the job read from ``conn_fd``, report, and exit."""
     exit_code = EXIT_SETUP_FAILED
     try:
         _isolate(conn_fd, workdir)
         drop_privileges()
-        # A child may be forked ahead of need: it waits here until the parent sends a job.
-        job: Job = pickle.loads(_read_blob(conn_fd))  # pickled by the trusted parent
-        instances: list[Instance] = pickle.loads(_read_blob(conn_fd))
+        job = Job.read(conn_fd)  # a child may be forked ahead of need: it waits here for its job
         apply_limits(job.memory_mb, job.cpu_seconds, job.file_bytes)
         exit_code = 0
-        _run(job, instances, task, guard, lambda message: _send(conn_fd, message))
+        _run(job, prepared, lambda message: _send(conn_fd, message))
     except BaseException as error:  # noqa: BLE001 - the child must always report, then exit
         _send(conn_fd, {"error": f"sandbox failure: {type(error).__name__}: {error}"})
     finally:
@@ -56,11 +91,8 @@ def run_child(conn_fd: int, task: Task, guard: Guard, workdir: str) -> NoReturn:
 
 
 def _isolate(conn_fd: int, workdir: str) -> None:
-    """Own process group, no inherited descriptors or handlers, a private cwd."""
+    """Own process group, no inherited descriptors, a private cwd."""
     os.setpgid(0, 0)
-    signal.set_wakeup_fd(-1)
-    for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_DFL)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -80,11 +112,6 @@ def _read_exactly(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _read_blob(fd: int) -> bytes:
-    """One length-prefixed blob from the parent."""
-    return _read_exactly(fd, BLOB_LENGTH.unpack(_read_exactly(fd, BLOB_LENGTH.size))[0])
-
-
 def _send(fd: int, message: dict[str, Any]) -> None:
     data = memoryview(frame(message))
     while data:
@@ -101,36 +128,33 @@ def _describe(error: BaseException, memory_mb: int) -> str:
     return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
 
 
-def _run(job: Job, instances: list[Instance], task: Task, guard: Guard, send: Callable[[dict[str, Any]], None]) -> None:
+def _run(job: Job, prepared: Prepared, send: Callable[[dict[str, Any]], None]) -> None:
     """Arm the guards, execute the candidate, and stream one message per instance.
 
     Messages carry the child's monotonic clock (shared by all processes on the machine), so
     the parent can read them in one go at the end and still check each instance's deadline.
     """
+    task, namespace, function_name = prepared.task, prepared.namespace, prepared.task.function_name
     module_code = compile(job.code, "<candidate>", "exec")
-    module = types.ModuleType("candidate")
-    sys.modules[module.__name__] = module  # dataclasses look the defining module up by name
-    namespace = vars(module)
-    namespace["__builtins__"] = guard.builtins
-    guard.arm(module_code, lambda reason: send({"violation": reason}))
+    prepared.guard.arm(module_code, lambda reason: send({"violation": reason}))
     try:
         exec(module_code, namespace)  # noqa: S102 - the candidate, under the guards just armed
     except BaseException as error:  # noqa: BLE001
         send({"error": f"the module raised {_describe(error, job.memory_mb)}"})
         return
-    heuristic = namespace.get(job.function_name)
+    heuristic = namespace.get(function_name)
     if not callable(heuristic):
-        send({"error": f"{job.function_name} is not a function"})
+        send({"error": f"{function_name} is not a function"})
         return
     send({"loaded": True})
-    for index, instance in enumerate(instances):
+    for index, instance in enumerate(prepared.instances):
         try:
             solution = encode_solution(task.construct(heuristic, instance))
         except InvalidSolution as invalid:
             send({"index": index, "invalid": str(invalid)})
             return
         except BaseException as error:  # noqa: BLE001
-            send({"index": index, "error": f"{job.function_name} raised {_describe(error, job.memory_mb)}"})
+            send({"index": index, "error": f"{function_name} raised {_describe(error, job.memory_mb)}"})
             return
         send({"index": index, "solution": solution, "at": time.monotonic()})
     send({"done": True})

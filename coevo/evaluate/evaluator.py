@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Self
 
 import numpy as np
@@ -104,7 +104,7 @@ class Evaluator:
         self.limits = limits or default_limits(self.task, len(self._instances))
         self._payload = InstancePayload.of(self._instances)
         self.instance_set_hash = instance_hash(self._instances)
-        self._sandbox = Sandbox(self.task)
+        self._sandbox = Sandbox(self.task, self._payload, parallel=self.workers)
 
     def __enter__(self) -> Self:
         return self
@@ -131,7 +131,7 @@ class Evaluator:
         if cached is not None:
             return EvalResult(**{**cached, "per_instance": tuple(cached["per_instance"])})
         result = self._evaluate(code, digest)
-        self._cache.put(key, asdict(result))
+        self._cache.put(key, dict(vars(result)))  # every field is immutable: no deep copy needed
         return result
 
     def evaluate_many(self, codes: Sequence[str]) -> list[EvalResult]:
@@ -152,7 +152,7 @@ class Evaluator:
                 check_code(code, self.task.function_name)
             except RejectedCode as rejected:
                 return verdict(str(rejected))
-        outcome = self._sandbox.run(code, self.task.function_name, self._payload, self.limits)
+        outcome = self._sandbox.run(code, self.limits)
         if outcome.failure is not None:
             return verdict(self._where(outcome.failed_index, outcome.failure))
         objectives, reason = self._score(outcome)

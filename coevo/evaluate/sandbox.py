@@ -1,10 +1,11 @@
 """The parent's side of the sandbox: hand a candidate to the fork server and supervise it.
 
-The parent never runs candidate code. The warm fork server (``zygote.py``) forks a fresh child
-per candidate, one ahead of need; the parent streams the job to it, reads one message per
-instance, and kills the child's whole process group with SIGKILL the moment a deadline passes:
-per instance (no progress for ``instance_seconds``) or per candidate (``candidate_seconds`` in
-all). Thread-safe: one ``Sandbox`` serves many concurrent ``run`` calls.
+The parent never runs candidate code. The warm fork server (``zygote.py``) holds the instances
+and forks a fresh child per candidate, in batches ahead of need; the parent sends the job to
+one waiting child, reads one message per instance, and kills the child's whole process group
+with SIGKILL the moment a deadline passes: per instance (no progress for ``instance_seconds``)
+or per candidate (``candidate_seconds`` in all). Thread-safe: one ``Sandbox`` serves many
+concurrent ``run`` calls.
 """
 
 from __future__ import annotations
@@ -22,14 +23,22 @@ import time
 from dataclasses import dataclass
 from typing import Any, Self
 
-from coevo.evaluate.channel import BLOB_LENGTH, STATUS_RECORD, ChannelError, FrameReader, decode_solution
+from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD, ChannelError, FrameReader, decode_solution
 from coevo.evaluate.child import EXIT_SETUP_FAILED, Job
 from coevo.evaluate.guard import EXIT_VIOLATION
 from tasks.base import Instance, Task
 
 _ZYGOTE_START_SECONDS = 60.0
 _REAP_GRACE_SECONDS = 5.0
-_SINGLE_THREADED_MATH = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+_MIN_BATCH = 8
+"""Children forked per batch at the least: the fork server's own page copies after a fork are
+shared by the whole batch, while each waiting spare costs only a few hundred kB."""
+_FORK_SERVER_ENV = {
+    **dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1"),  # one core per candidate
+    # Resolve every shared-library symbol once in the fork server, not lazily in each child
+    # (a lazy binding writes the symbol table: one more page copied per child).
+    "LD_BIND_NOW": "1",
+}
 
 
 class SandboxError(Exception):
@@ -52,7 +61,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class InstancePayload:
-    """A split's instances pickled once, then streamed to every child that evaluates them."""
+    """A split's instances pickled once, for the fork server that every child inherits them from."""
 
     count: int
     data: bytes
@@ -73,14 +82,20 @@ class Outcome:
 
 
 class Sandbox:
-    """A fork server for one task, started lazily and shut down by ``close``.
+    """A fork server for one task and one instance set, started lazily and shut down by ``close``.
 
-    One child is always forked ahead (a "spare", set up and waiting for its job), so a
-    candidate starts with a single hand-off instead of waiting for a fork.
+    Children are forked in batches and kept ready ahead of need (set up and waiting for their
+    job), so a candidate starts with a single hand-off instead of waiting for a fork, and the
+    fork server's own copy-on-write faults are paid once per batch rather than once per child.
+    ``parallel`` is how many ``run`` calls may be in flight at once; a batch covers them all.
     """
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, payload: InstancePayload, parallel: int = 1) -> None:
+        if parallel < 1:
+            raise ValueError(f"parallel must be at least 1, got {parallel}")
         self._task_ref = (type(task).__module__, type(task).__qualname__)
+        self._payload = payload
+        self._batch = min(MAX_FORK_BATCH, max(_MIN_BATCH, parallel))
         self._control: socket.socket | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._spares: collections.deque[_Child] = collections.deque()
@@ -121,31 +136,37 @@ class Sandbox:
                     self._process.wait()
                 self._process = None
 
-    def run(self, code: str, function_name: str, payload: InstancePayload, limits: Limits) -> Outcome:
+    def run(self, code: str, limits: Limits) -> Outcome:
         """Run the candidate over the instances in a fresh child, under ``limits``."""
         with self._lock:
             control = self._started_control()
-            child = self._spares.popleft() if self._spares else _Child.fork(control)
-            self._spares.append(_Child.fork(control))  # forked while this candidate runs
+            if len(self._spares) < self._batch:  # keep at least a batch forked ahead
+                self._spares.extend(_Child.fork_many(control, self._batch))
+            child = self._spares.popleft()
         try:
-            job = Job(code, function_name, limits.memory_mb, limits.candidate_seconds, limits.file_bytes)
-            supervisor = _Supervisor(child, payload.count, limits, time.monotonic())
-            return supervisor.run(_framed(pickle.dumps(job)) + _framed(payload.data))
+            job = Job(code, limits.memory_mb, limits.candidate_seconds, limits.file_bytes)
+            supervisor = _Supervisor(child, self._payload.count, limits, time.monotonic())
+            return supervisor.run(job.encode())
         finally:
             child.close()
 
     def _started_control(self) -> socket.socket:
         if self._control is None:
             parent_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            env = {**os.environ, **_SINGLE_THREADED_MATH, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "coevo.evaluate.zygote", str(server_end.fileno()), *self._task_ref],
-                pass_fds=[server_end.fileno()],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            server_end.close()
+            instances_fd = _in_memory_file(self._payload.data)
+            env = {**os.environ, **_FORK_SERVER_ENV, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            try:
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", "coevo.evaluate.zygote", str(server_end.fileno()), str(instances_fd)]
+                    + list(self._task_ref),
+                    pass_fds=[server_end.fileno(), instances_fd],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            finally:
+                server_end.close()
+                os.close(instances_fd)
             parent_end.settimeout(_ZYGOTE_START_SECONDS)
             try:
                 greeting = parent_end.recv(16)
@@ -158,8 +179,17 @@ class Sandbox:
         return self._control
 
 
-def _framed(data: bytes) -> bytes:
-    return BLOB_LENGTH.pack(len(data)) + data
+def _in_memory_file(data: bytes) -> int:
+    """A memfd holding ``data``, positioned at its start for the process that inherits it.
+
+    The instances reach the fork server this way: writing them cannot block on a fork server
+    that is still importing (as a pipe would), and it reads them once, at its own pace.
+    """
+    fd = os.memfd_create("coevo-instances")
+    with open(fd, "wb", closefd=False) as file:
+        file.write(data)
+    os.lseek(fd, 0, os.SEEK_SET)  # the offset is shared with the inheriting process
+    return fd
 
 
 class _Child:
@@ -171,20 +201,24 @@ class _Child:
         self.exit_status: int | None = None
 
     @classmethod
-    def fork(cls, control: socket.socket) -> _Child:
-        """Ask the fork server for a child; returns at once (the fork happens over there)."""
-        conn, child_end = socket.socketpair()
-        status_read, status_write = os.pipe()
+    def fork_many(cls, control: socket.socket, count: int) -> list[_Child]:
+        """Ask the fork server for ``count`` children; returns at once (they are forked over there)."""
+        children, child_ends = [], []
+        for _ in range(count):
+            conn, child_end = socket.socketpair()
+            status_read, status_write = os.pipe()
+            children.append(cls(conn, status_read))
+            child_ends += [child_end.detach(), status_write]
         try:
-            socket.send_fds(control, [b"fork"], [child_end.fileno(), status_write])
+            socket.send_fds(control, [b"fork"], child_ends)
         except OSError as error:
-            conn.close()
-            os.close(status_read)
+            for child in children:
+                child.close()
             raise SandboxError(f"the fork server is gone: {error}") from None
         finally:
-            child_end.close()
-            os.close(status_write)
-        return cls(conn, status_read)
+            for fd in child_ends:
+                os.close(fd)
+        return children
 
     def read_status(self, timeout: float) -> None:
         """Read the fork server's next record (the pid, then the exit status), if due in time."""
