@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import sqlite3
 from pathlib import Path
@@ -96,6 +97,8 @@ def test_run_show_export_and_refuse_to_overwrite(
         validation = json.loads(db.execute("SELECT value FROM meta WHERE key = 'validation'").fetchone()[0])
     assert provenance["method"] == "coevo" and provenance["key"] == validation["best_key"]
     assert provenance["val"] == validation["best"], "the export is the finalist selected on val"
+    page = (run_dir / "report.html").read_text()
+    assert "Chosen on the val split." in page and html.escape(text.split("\n\n", 1)[1].strip()) in page
     assert main(["tasks", "eval", "tsp_construct", str(exported), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(validation["best"]["objective"])
 
