@@ -1,0 +1,119 @@
+"""Paired comparisons of two methods: wins/ties/losses and the Wilcoxon signed-rank test.
+
+Grids of runs are small (a few tasks x budgets x seeds), so the test is exact where it can be: the null
+distribution of the signed-rank statistic is enumerated for up to `EXACT_UP_TO` non-zero differences
+(ties in |difference| get mid-ranks, and the enumeration uses those mid-ranks, so ties stay exact), and
+approximated by a normal distribution with tie and continuity corrections above that. No scipy needed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+EXACT_UP_TO = 20
+"""Largest number of non-zero differences whose null distribution is enumerated exactly."""
+
+
+@dataclass(frozen=True)
+class WilcoxonResult:
+    statistic: float
+    """W+: the sum of the ranks of the positive differences."""
+    n: int
+    """Non-zero differences the test used (zeros are dropped)."""
+    p_value: float
+    """Two-sided p-value; 1.0 when no difference is non-zero."""
+    method: Literal["exact", "normal", "none"]
+
+
+def midranks(values: Sequence[float]) -> np.ndarray:
+    """1-based ranks of `values`, tied values sharing the mean of the ranks they span."""
+    values = np.asarray(values, dtype=float)
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values))
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def wilcoxon_signed_rank(differences: Sequence[float], exact_up_to: int = EXACT_UP_TO) -> WilcoxonResult:
+    """Two-sided Wilcoxon signed-rank test that the paired differences are centred on zero."""
+    nonzero = np.asarray([d for d in differences if d != 0], dtype=float)
+    if np.isnan(nonzero).any():
+        raise ValueError("differences must not contain NaN")
+    n = len(nonzero)
+    if n == 0:
+        return WilcoxonResult(0.0, 0, 1.0, "none")
+    ranks = midranks(np.abs(nonzero))
+    statistic = float(ranks[nonzero > 0].sum())
+    if n <= exact_up_to:
+        return WilcoxonResult(statistic, n, _exact_p(ranks, statistic), "exact")
+    return WilcoxonResult(statistic, n, _normal_p(ranks, statistic), "normal")
+
+
+def _exact_p(ranks: np.ndarray, statistic: float) -> float:
+    """P-value from the exact null distribution: every sign pattern of the ranks is equally likely."""
+    doubled = np.rint(2 * ranks).astype(np.int64)  # mid-ranks are multiples of 1/2
+    counts = np.zeros(int(doubled.sum()) + 1, dtype=np.float64)
+    counts[0] = 1.0
+    for rank in doubled:
+        counts[rank:] = counts[rank:] + counts[: len(counts) - rank]
+    observed = int(round(2 * statistic))
+    total = counts.sum()
+    lower = counts[: observed + 1].sum() / total
+    upper = counts[observed:].sum() / total
+    return float(min(1.0, 2 * min(lower, upper)))
+
+
+def _normal_p(ranks: np.ndarray, statistic: float) -> float:
+    n = len(ranks)
+    mean = n * (n + 1) / 4
+    _, tie_sizes = np.unique(ranks, return_counts=True)
+    variance = n * (n + 1) * (2 * n + 1) / 24 - float((tie_sizes**3 - tie_sizes).sum()) / 48
+    distance = max(abs(statistic - mean) - 0.5, 0.0)
+    return min(1.0, math.erfc(distance / math.sqrt(variance) / math.sqrt(2)))
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """How a treatment fared against its baseline over paired settings (positive improvement: better)."""
+
+    wins: int
+    ties: int
+    losses: int
+    median_improvement: float
+    test: WilcoxonResult
+
+    @property
+    def settings(self) -> int:
+        return self.wins + self.ties + self.losses
+
+    def sentence(self) -> str:
+        """The reference's phrasing: 'better in 28 of 36 settings'."""
+        return (
+            f"better in {self.wins} of {self.settings} settings ({self.ties} ties, {self.losses} worse), "
+            f"Wilcoxon p = {self.test.p_value:.3g} ({self.test.method}, n = {self.test.n})"
+        )
+
+
+def compare_paired(improvements: Sequence[float]) -> PairedComparison:
+    """Summarise per-setting improvements of a treatment over its baseline (0: tie)."""
+    if not improvements:
+        raise ValueError("compare_paired needs at least one paired setting")
+    values = np.asarray(improvements, dtype=float)
+    return PairedComparison(
+        wins=int((values > 0).sum()),
+        ties=int((values == 0).sum()),
+        losses=int((values < 0).sum()),
+        median_improvement=float(np.median(values)),
+        test=wilcoxon_signed_rank(values),
+    )
