@@ -11,7 +11,8 @@ with a running score; the worst is replaced by a mutation of the best each gener
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -84,6 +85,13 @@ class PromptVariant:
     uses: int = 0
     score: float = 0.0
     """Mean reward (parent minus child objective) of the children written under this variant."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {"templates": self.templates.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PromptVariant:
+        return cls(**{**data, "templates": PromptTemplates(data["templates"])})
 
     def scored(self, rewards: Sequence[float]) -> PromptVariant:
         """This variant with `rewards` folded into its running mean."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from html import escape
@@ -64,14 +63,14 @@ def render_report(store: RunStore) -> str:
     config = store.config
     state = store.last_state() or {}
     candidates = store.candidates()
-    best, chosen_on = _answer(store, state, [c for _, c in candidates])
+    best, chosen_on = store.answer()
     title = f"coevo report: {config['method']} on {config['task']}"
     sections = [
         _section("Run", _run_table(store, config, state) + _validation(store)),
         _section("Objective", _objective_plot(candidates, config)),
         _section("ES schedules and rewards", _es_plots(store.es_records(), config["method"])),
         _section("LLM tokens", _token_plot(store.llm_calls())),
-        _section("Best heuristic", f'<p class="note">Chosen on {chosen_on}.</p>' + _best_code(best)),
+        _section("Best heuristic", f'<p class="note">Chosen on the {chosen_on} split.</p>' + _best_code(best)),
         _section("Lineage of the best heuristic", _lineage(best, [c for _, c in candidates])),
         _section("How the prompts changed", _prompt_changes(store, state)),
     ]
@@ -80,17 +79,6 @@ def render_report(store: RunStore) -> str:
         f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n"
         f"<body><h1>{escape(title)}</h1>\n" + "\n".join(sections) + "\n</body></html>\n"
     )
-
-
-def _answer(store: RunStore, state: dict[str, Any], candidates: Sequence[Candidate]) -> tuple[Candidate | None, str]:
-    """The run's answer and the split it was chosen on: the val pick once validated, else the search best."""
-    try:
-        key = json.loads(store.meta("validation"))["best_key"]
-    except KeyError:
-        key = None
-    if key is not None:
-        return next(c for c in reversed(candidates) if c.key == key), "the val split"
-    return (None if state.get("best") is None else Candidate.from_dict(state["best"])), "the search split"
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -112,9 +100,8 @@ def _run_table(store: RunStore, config: dict[str, Any], state: dict[str, Any]) -
 
 
 def _validation(store: RunStore) -> str:
-    try:
-        data = json.loads(store.meta("validation"))
-    except KeyError:
+    data = store.validation()
+    if data is None:
         return '<p class="note">The best heuristic has not been validated on a held-out split.</p>'
     lines = Validation.from_json(data).lines()
     return (

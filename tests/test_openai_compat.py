@@ -23,13 +23,13 @@ import typer
 from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 from typer.testing import CliRunner
 
-from coevo.es.history import ESHistory, UpdateRecord, replay
+from coevo.es.history import HISTORY_FILENAME, ESHistory, UpdateRecord, replay
 from coevo.es.noise import NOISE_VERSION
 from coevo.es.perturbation import Update
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.hf import HFBackend
 from coevo.llm.openai_compat import LLMServerError, OpenAICompatLLM
-from coevo.llm.serve import HISTORY_FILENAME, ChatServer, load_run_weights, make_server, register
+from coevo.llm.serve import ChatServer, load_run_weights, make_server, register
 
 pytestmark = pytest.mark.timeout(300)  # nothing may hang: a stuck retry loop fails the test
 

@@ -22,6 +22,9 @@ from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Update
 from coevo.llm.base import WeightsHost
 
+HISTORY_FILENAME = "es_history.jsonl"
+"""A run directory's ES history, as `coevo run` writes it and `coevo serve --run-dir` reads it."""
+
 
 @dataclass(frozen=True)
 class UpdateRecord:

@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # torch is heavy: imported only when a model is actually serv
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 << 20
-HISTORY_FILENAME = "es_history.jsonl"  # inside a run directory
 LOOPBACK = "127.0.0.1"
 _ROLES = {"system", "user", "assistant"}
 
@@ -319,7 +318,7 @@ def serve(
 
 def load_run_weights(backend: HFBackend, run_dir: Path, step: int) -> None:
     """Set the backend's weights to the run's after its first `step` ES updates (0: the base model)."""
-    from coevo.es.history import ESHistory, replay
+    from coevo.es.history import HISTORY_FILENAME, ESHistory, replay
 
     path = Path(run_dir) / HISTORY_FILENAME
     if not path.is_file():

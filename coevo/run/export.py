@@ -25,13 +25,10 @@ def export_best(run_dir: Path, name: str | None = None, directory: Path | None =
     """Write the run's answer to `directory` and return the file's path: the finalist selected on the
     val split when the run was validated, else its best on the search split."""
     store = RunStore.open(run_dir)
-    state = store.last_state()
-    validation = json.loads(store.meta("validation")) if _has_meta(store, "validation") else None
-    best = None if state is None else state["best"]
-    if validation is not None and validation["best_key"] is not None:
-        best = next(c.to_dict() for _, c in reversed(store.candidates()) if c.key == validation["best_key"])
-    if best is None:
+    answer, _ = store.answer()
+    if answer is None:
         raise ExportError(f"{run_dir} has no valid heuristic to export")
+    best, validation = answer.to_dict(), store.validation()
     config = store.config
     name = name or f"{config['method'].replace('+', '_')}_s{config['seed']}_{best['key'][:8]}"
     if not _NAME.match(name):
@@ -61,11 +58,3 @@ def export_best(run_dir: Path, name: str | None = None, directory: Path | None =
         f"# coevo provenance (exported from a run):\n{header}\n\n{best['code'].strip()}\n", encoding="utf-8"
     )
     return path
-
-
-def _has_meta(store: RunStore, key: str) -> bool:
-    try:
-        store.meta(key)
-    except KeyError:
-        return False
-    return True

@@ -24,7 +24,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from coevo.candidate import Candidate
 from coevo.operators.constants import tunable_values
@@ -92,16 +92,12 @@ class Method:
         templates = default_templates()
         return PromptVariant(prompt_id(templates, ""), templates)
 
-    def prompt_from_state(self, data: dict[str, Any]) -> PromptVariant:
-        return PromptVariant(
-            id=data["id"],
-            templates=PromptTemplates(data["templates"]),
-            notes=data["notes"],
-            parent=data["parent"],
-            changed=data["changed"],
-            uses=data["uses"],
-            score=data["score"],
-        )
+    def refill(self, runner: Runner) -> bool:
+        """With no valid heuristic left, sample a fresh population from scratch; True if it did."""
+        if runner.population.members:
+            return False
+        runner.population.add(runner.propose([ProposalRequest("i1")] * self.config.population_size))
+        return True
 
 
 class Sample(Method):
@@ -132,8 +128,7 @@ class EoH(Method):
     phases = ("e1", "e2", "m1", "m2")
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
-        if not runner.population.members:  # nothing valid yet: sample afresh
-            runner.population.add(runner.propose([ProposalRequest("i1")] * self.config.population_size))
+        if self.refill(runner):
             return
         if phase in CROSSOVERS and len(runner.population) < 2:
             return
@@ -148,8 +143,7 @@ class EoH(Method):
         runner.population.add(runner.propose(requests))
 
     def planned_updates(self, config: RunConfig) -> int:
-        per_generation = 2 * config.population_size + 2 * self.es_population(config)
-        return 2 * max(1, math.ceil((config.budget - initial_evaluations(config)) / per_generation))
+        return 2 * planned_generations(config, 2 * config.population_size + 2 * self.es_population(config))
 
 
 class EoHES(EoH):
@@ -169,13 +163,12 @@ class Coevo(Method):
     phases = ("joint",)
 
     def planned_updates(self, config: RunConfig) -> int:
-        return max(1, math.ceil((config.budget - initial_evaluations(config)) / self.es_population(config)))
+        return planned_generations(config, self.es_population(config))
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
-        population = runner.population
-        if not population.members:
-            population.add(runner.propose([ProposalRequest("i1")] * self.config.population_size))
+        if self.refill(runner):
             return
+        population = runner.population
         members = runner.engine.ask()
         variants = runner.prompts.assign(runner.rng, len(members))
         operators = self.config.coevo.operators
@@ -248,6 +241,11 @@ def initial_evaluations(config: RunConfig) -> int:
     library = 0 if config.library == "none" else 1
     samples = config.population_size - library if config.init_samples is None else config.init_samples
     return library + max(samples, 0)
+
+
+def planned_generations(config: RunConfig, per_generation: int) -> int:
+    """Generations the budget allows after generation 0, at least one."""
+    return max(1, math.ceil((config.budget - initial_evaluations(config)) / per_generation))
 
 
 def _feedback_line(child: Candidate, parent_fitness: float) -> str:

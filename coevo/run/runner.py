@@ -10,10 +10,9 @@ derives from (config seed, step), so re-running an interrupted step reproduces i
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from coevo.candidate import Candidate, WeightsRef
 from coevo.es.engine import ESConfig, ESEngine, UpdateStats
+from coevo.es.history import HISTORY_FILENAME
 from coevo.es.perturbation import Perturbation
 from coevo.es.schedules import ScheduleConfig
 from coevo.evaluate.evaluator import EvalResult, Evaluator
@@ -34,12 +34,9 @@ from coevo.run.methods import METHODS, Method
 from coevo.run.store import RunStore, StoreHistory
 from tasks import get_task
 
-HISTORY_EXPORT = "es_history.jsonl"
-"""The ES history mirrored as JSONL after each step, as `coevo serve --run-dir` reads it."""
-
 
 class Runner:
-    """Runs one config's method step by step over a store; `Runner.resume` continues a stored run."""
+    """Runs one config's method step by step over a store, continuing after the store's last step."""
 
     def __init__(self, config: RunConfig, store: RunStore, run_dir: Path, llm: LLM) -> None:
         self.config = config
@@ -64,6 +61,7 @@ class Runner:
         self.on_progress: Callable[[Runner], None] | None = None
         """Called after every batch of evaluations (progress bars)."""
         self._calls_in_step = 0
+        self._exported_updates = 0
         self.evaluator = Evaluator(
             self.task,
             config.eval.split,
@@ -155,8 +153,7 @@ class Runner:
             candidate = self._candidate(item, weights, prompt_ids[index], result)
             self.store.add_candidate(self.step, candidate, call, result)
             candidates.append(candidate)
-            if candidate.valid and (self.best is None or candidate.fitness < self.best.fitness):
-                self.best = candidate
+            self._track_best(candidate)
         self.evaluations += count
         self._progress()
         return candidates
@@ -178,8 +175,7 @@ class Runner:
             )
             self.store.add_candidate(self.step, candidate, None, result)
             candidates.append(candidate)
-            if candidate.valid and (self.best is None or candidate.fitness < self.best.fitness):
-                self.best = candidate
+            self._track_best(candidate)
         self.evaluations += len(names)
         self._progress()
         return candidates
@@ -190,17 +186,7 @@ class Runner:
             self.store.add_llm_call(self.step, item, self._weights_ref(None), prompt_id)
 
     def register_prompt(self, variant: PromptVariant) -> None:
-        self.store.add_prompt(
-            self.step,
-            variant.id,
-            {
-                "id": variant.id,
-                "parent": variant.parent,
-                "changed": variant.changed,
-                "notes": variant.notes,
-                "templates": variant.templates.to_dict(),
-            },
-        )
+        self.store.add_prompt(self.step, variant.id, variant.to_dict())
 
     def tell(self, perturbations: Sequence[Perturbation], rewards: Sequence[float | None]) -> UpdateStats:
         if self.engine is None:
@@ -211,12 +197,16 @@ class Runner:
         """This step's next sampling seed: a pure function of (run seed, step, call index)."""
         digest = hashlib.blake2b(f"{self.config.seed}:{self.step}:{self._calls_in_step}".encode(), digest_size=4)
         self._calls_in_step += 1
-        return SamplingParams(**{**self.sampling.__dict__, "seed": int.from_bytes(digest.digest(), "little")})
+        return replace(self.sampling, seed=int.from_bytes(digest.digest(), "little"))
 
     def weights_sha256(self) -> str | None:
         return None if self.host is None else self.host.weights_sha256()
 
     # --- internals ---------------------------------------------------------------------------------
+    def _track_best(self, candidate: Candidate) -> None:
+        if candidate.valid and (self.best is None or candidate.fitness < self.best.fitness):
+            self.best = candidate
+
     def _progress(self) -> None:
         if self.on_progress is not None:
             self.on_progress(self)
@@ -261,11 +251,9 @@ class Runner:
 
     def _scored(self, candidate: Candidate, result: EvalResult) -> Candidate:
         if not result.valid:
-            return Candidate(**{**candidate.__dict__, "reason": result.reason})
+            return replace(candidate, reason=result.reason)
         fitness = result.objective if self.task.sense == "min" else -result.objective
-        return Candidate(
-            **{**candidate.__dict__, "fitness": fitness, "objective": result.objective, "gap_pct": result.gap_pct}
-        )
+        return replace(candidate, fitness=fitness, objective=result.objective, gap_pct=result.gap_pct)
 
     def _es_config(self) -> ESConfig:
         es = self.config.es
@@ -287,18 +275,7 @@ class Runner:
             "best": None if self.best is None else self.best.to_dict(),
             "rng": self.rng.bit_generator.state,
             "ledger": self.ledger.to_dict(),
-            "prompts": [
-                {
-                    "id": v.id,
-                    "notes": v.notes,
-                    "parent": v.parent,
-                    "changed": v.changed,
-                    "uses": v.uses,
-                    "score": v.score,
-                    "templates": v.templates.to_dict(),
-                }
-                for v in self.prompts.variants
-            ],
+            "prompts": [v.to_dict() for v in self.prompts.variants],
             "es_step": None if self.engine is None else self.engine.step,
             "weights_sha256": self.weights_sha256(),
         }
@@ -313,7 +290,7 @@ class Runner:
         self.rng.bit_generator.state = state["rng"]
         self.ledger = BudgetLedger.from_dict(state["ledger"])
         self.operators = EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
-        self.prompts.variants = [self.method.prompt_from_state(v) for v in state["prompts"]]
+        self.prompts.variants = [PromptVariant.from_dict(v) for v in state["prompts"]]
         if self.engine is not None and self.engine.step != state["es_step"]:
             raise RuntimeError(
                 f"store holds {self.engine.step} ES updates but its last step expects {state['es_step']}"
@@ -322,9 +299,11 @@ class Runner:
             raise RuntimeError("replayed weights differ from the stored run's; was the base model changed?")
 
     def _export_history(self) -> None:
-        if self.engine is None:
+        """Rewrite the JSONL mirror after a step that added ES updates (and on the first step of a process)."""
+        if self.engine is None or self.engine.step == self._exported_updates:
             return
-        path = self.run_dir / HISTORY_EXPORT
+        self._exported_updates = self.engine.step
+        path = self.run_dir / HISTORY_FILENAME
         staging = path.with_suffix(".tmp")
         staging.write_text("".join(record.to_json() + "\n" for record in self.store.es_records()))
         os.replace(staging, path)
@@ -360,12 +339,3 @@ def summary(store: RunStore) -> dict[str, Any]:
         else {"objective": best["objective"], "gap_pct": best["gap_pct"], "code": best["code"]},
         "weights_sha256": state.get("weights_sha256"),
     }
-
-
-def planned_generations(budget: int, initial: int, per_generation: int) -> int:
-    """Generations a budget allows after `initial` evaluations, at least one."""
-    return max(1, math.ceil((budget - initial) / max(per_generation, 1)))
-
-
-def config_json(config: RunConfig) -> str:
-    return json.dumps(config.model_dump(mode="json"), sort_keys=True)

@@ -92,6 +92,23 @@ class RunStore:
             raise KeyError(key)
         return row[0]
 
+    def validation(self) -> dict[str, Any] | None:
+        """The held-out selection stored at the end of the run (`coevo.run.validation`), if any."""
+        try:
+            return json.loads(self.meta("validation"))
+        except KeyError:
+            return None
+
+    def answer(self) -> tuple[Candidate | None, str]:
+        """The run's answer and the split it was chosen on: the val pick once validated, else the
+        best on search (None before any valid heuristic)."""
+        validation = self.validation()
+        if validation is not None and validation["best_key"] is not None:
+            key = validation["best_key"]
+            return next(c for _, c in reversed(self.candidates()) if c.key == key), validation["split"]
+        best = (self.last_state() or {}).get("best")
+        return (None if best is None else Candidate.from_dict(best)), "search"
+
     def set_meta(self, key: str, value: str) -> None:
         with self._db:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
