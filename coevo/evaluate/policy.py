@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import re
 
+from coevo import pyast
+
 PRELOADED_MODULES: tuple[str, ...] = (
     "numpy",
     "numpy.random",
@@ -140,7 +142,7 @@ def attribute_allowed(name: str) -> bool:
 def check_code(code: str, function_name: str) -> None:
     """Parse the candidate and raise RejectedCode on the first policy breach (with its line)."""
     try:
-        tree = ast.parse(code, filename="<candidate>")
+        tree = pyast.parse(code, filename="<candidate>")
     except SyntaxError as error:
         raise RejectedCode(f"syntax error at line {error.lineno}: {error.msg}") from None
     except ValueError as error:  # e.g. NUL bytes in the source

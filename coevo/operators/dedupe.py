@@ -14,11 +14,13 @@ import ast
 import hashlib
 import threading
 
+from coevo import pyast
+
 
 def code_fingerprint(code: str) -> str:
     """SHA-256 of the normalised AST; raises ValueError (one line) if the code does not parse."""
     try:
-        tree = ast.parse(code)
+        tree = pyast.parse(code)
     except SyntaxError as error:
         raise ValueError(f"cannot fingerprint code that does not parse: line {error.lineno}: {error.msg}") from None
     normalised = _CanonicalNames(_defined_names(tree)).visit(_strip_docs_and_annotations(tree))

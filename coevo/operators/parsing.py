@@ -21,6 +21,8 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from coevo import pyast
+
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+-]*)[^\n]*$", re.MULTILINE)
 _CODE_START = re.compile(
     r"(?m)^[ \t]*(?:(?:async[ \t]+)?def[ \t]+\w|class[ \t]+\w|import[ \t]+\w|from[ \t]+[\w.]+[ \t]+import\b|@\w|"
@@ -65,7 +67,7 @@ class FunctionSpec:
         header = signature.strip().removeprefix("def ").rstrip(":").strip()
         for candidate in (header, header.split("->", 1)[0].strip()):
             try:
-                tree = ast.parse(f"def {candidate}: pass")
+                tree = pyast.parse(f"def {candidate}: pass")
             except SyntaxError:
                 continue
             function = tree.body[0]
@@ -199,7 +201,7 @@ def _parse_repairing(code: str, repairs: list[str]) -> tuple[ast.Module | None, 
         attempts.append(("\n".join(kept), f"dropped {dropped} prose line(s) between code lines"))
     for attempt, repair in attempts:
         try:
-            tree = ast.parse(attempt)
+            tree = pyast.parse(attempt)
         except SyntaxError as error:
             first_error = first_error or f"line {error.lineno}: {error.msg}"
             continue
@@ -217,7 +219,7 @@ def _is_prose_line(line: str) -> bool:
         return False
     for completion in ("", "\n    pass", "\ndef _(): pass"):  # a block header, a decorator
         try:
-            tree = ast.parse(line + completion)
+            tree = pyast.parse(line + completion)
             break
         except SyntaxError:
             continue
