@@ -33,3 +33,6 @@ def test_quick_benchmark_reports_every_figure() -> None:
     assert results["drift_inplace_rms"] < 0.01  # fp32 add/subtract round-off stays far below an update
     assert results["mem_es_over_backprop"] < 1.0  # ES holds no gradients or optimizer state
     assert results["mem_es_over_inference"] < 1.10  # inplace ES adds no runtime or buffers of its own
+    assert results["memory_rounds"] == 1  # the smoke run measures one round; the full run takes medians
+    assert results["mem_es_over_backprop_round_min"] <= results["mem_es_over_backprop"]
+    assert results["mem_es_over_backprop"] <= results["mem_es_over_backprop_round_max"]

@@ -13,8 +13,9 @@ Figures (targets in TARGETS):
 - lowrank_throughput_ratio: tokens/s of one batch-8 generation in which row i runs under low-rank
   member i (factor set-up included) over tokens/s of plain batch-8 generation of the same prompts.
 - mem_es_over_inference, mem_es_over_backprop: peak RSS of fresh processes that run an inplace ES
-  generation, plain inference, and one AdamW full fine-tuning step on the same batch. The same ratio
-  above the runtime (a process that loads the libraries and tokenizer only) is printed as well.
+  generation, plain inference, and one AdamW full fine-tuning step on the same batch; medians over
+  three rounds, with the per-round range of the backprop ratio. The same ratio above the runtime (a
+  process that loads the libraries and tokenizer only) is printed as well.
 - drift_inplace_rms: rms weight drift after 1000 inplace perturb/restore cycles over the rms of one
   typical update (N=8, alpha 5e-4). Drift is per element, so it is measured on one transformer
   layer and the final norm (their norm weights near 1 drift most) to keep the run short.
@@ -27,6 +28,7 @@ import argparse
 import json
 import operator
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -83,12 +85,17 @@ class Settings:
     lowrank_every: int  # time the low-rank generation in every k-th round
     perturb_repeats: int
     drift_cycles: int
+    memory_rounds: int
 
     @classmethod
     def of(cls, quick: bool) -> Settings:
         if quick:
-            return cls(quick, population=2, new_tokens=4, lowrank_every=1, perturb_repeats=1, drift_cycles=50)
-        return cls(quick, population=8, new_tokens=64, lowrank_every=2, perturb_repeats=3, drift_cycles=1000)
+            return cls(
+                quick, population=2, new_tokens=4, lowrank_every=1, perturb_repeats=1, drift_cycles=50, memory_rounds=1
+            )
+        return cls(
+            quick, population=8, new_tokens=64, lowrank_every=2, perturb_repeats=3, drift_cycles=1000, memory_rounds=3
+        )
 
 
 def prompt_batch(tokenizer) -> dict[str, torch.Tensor]:
@@ -243,23 +250,41 @@ def peak_rss_bytes() -> int:
 
 
 def measure_memory(settings: Settings) -> dict[str, float]:
-    peaks = {}
-    for kind in PROBES:
-        command = [sys.executable, __file__, "--probe", kind] + (["--quick"] if settings.quick else [])
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"memory probe {kind} failed: {result.stderr.strip().splitlines()[-1:]}")
-        peaks[kind] = int(result.stdout.strip().splitlines()[-1])
+    """Median peak RSS of each probe over `memory_rounds` rounds of fresh processes.
+
+    One round runs every probe once. The AdamW step's peak moves by up to 300 MiB between identical
+    runs (how much freed activation memory glibc keeps), so one round can land at either end; the
+    median is the figure, and the per-round range of the ratio is printed next to it.
+    """
+    rounds: dict[str, list[int]] = {kind: [] for kind in PROBES}
+    for _ in range(settings.memory_rounds):
+        for kind in PROBES:
+            rounds[kind].append(_probe_peak(kind, settings))
+    peaks = {kind: statistics.median(values) for kind, values in rounds.items()}
+    per_round = [es / backprop for es, backprop in zip(rounds["es"], rounds["backprop"])]
     above_runtime = {kind: peaks[kind] - peaks["runtime"] for kind in ("es", "backprop")}
     return {
+        "memory_rounds": settings.memory_rounds,
         "peak_rss_runtime_mib": peaks["runtime"] / 2**20,
         "peak_rss_inference_mib": peaks["inference"] / 2**20,
         "peak_rss_es_mib": peaks["es"] / 2**20,
         "peak_rss_backprop_mib": peaks["backprop"] / 2**20,
+        "peak_rss_backprop_min_mib": min(rounds["backprop"]) / 2**20,
+        "peak_rss_backprop_max_mib": max(rounds["backprop"]) / 2**20,
         "mem_es_over_inference": peaks["es"] / peaks["inference"],
         "mem_es_over_backprop": peaks["es"] / peaks["backprop"],
+        "mem_es_over_backprop_round_min": min(per_round),
+        "mem_es_over_backprop_round_max": max(per_round),
         "mem_es_over_backprop_above_runtime": above_runtime["es"] / above_runtime["backprop"],
     }
+
+
+def _probe_peak(kind: str, settings: Settings) -> int:
+    command = [sys.executable, __file__, "--probe", kind] + (["--quick"] if settings.quick else [])
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"memory probe {kind} failed: {result.stderr.strip().splitlines()[-1:]}")
+    return int(result.stdout.strip().splitlines()[-1])
 
 
 # --- 5. inplace drift ------------------------------------------------------------------------------
