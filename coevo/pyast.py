@@ -1,9 +1,9 @@
 """One lock around ``ast.parse`` so threads can parse candidate code at the same time.
 
-CPython before 3.12.4 keeps the AST builder's recursion depth in per-interpreter state. When another
-thread runs Python code in the middle of a parse (a garbage-collection callback or finalizer is
-enough), the count is corrupted and ``ast.parse`` raises ``SystemError: AST constructor recursion
-depth mismatch`` on perfectly valid code (CPython gh-106905). The evaluator checks candidates from a
+CPython before 3.12.4 keeps the AST builder's recursion depth in per-interpreter state. Two threads
+parsing at once share that count: any Python code run mid-parse (a garbage-collection callback or a
+finalizer is enough) can switch threads, and ``ast.parse`` then raises ``SystemError: AST constructor
+recursion depth mismatch`` on perfectly valid code (CPython gh-106905). The evaluator checks candidates from a
 thread pool, so every parse in coevo goes through here.
 """
 
