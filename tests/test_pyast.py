@@ -1,10 +1,12 @@
-"""coevo.pyast.parse must survive threads that run Python code in the middle of a parse."""
+"""coevo.pyast.parse must survive several threads parsing at once, switching in the middle of a parse."""
 
 from __future__ import annotations
 
 import gc
 import sys
 import threading
+
+import pytest
 
 from coevo import pyast
 
@@ -49,9 +51,6 @@ def test_concurrent_parses_all_succeed() -> None:
 def test_parse_returns_the_module_and_reports_syntax_errors() -> None:
     tree = pyast.parse("def g(x):\n    return x + 1\n")
     assert tree.body[0].name == "g"
-    try:
+    with pytest.raises(SyntaxError) as error:
         pyast.parse("def g(:\n")
-    except SyntaxError as error:
-        assert error.lineno == 1
-    else:
-        raise AssertionError("a syntax error must propagate")
+    assert error.value.lineno == 1
