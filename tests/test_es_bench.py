@@ -36,3 +36,6 @@ def test_quick_benchmark_reports_every_figure() -> None:
     assert results["memory_rounds"] == 1  # the smoke run measures one round; the full run takes medians
     assert results["mem_es_over_backprop_round_min"] <= results["mem_es_over_backprop"]
     assert results["mem_es_over_backprop"] <= results["mem_es_over_backprop_round_max"]
+    # The measured AdamW step is the second: it holds the moment buffers the first step created.
+    assert results["peak_rss_backprop_mib"] >= results["peak_rss_backprop_first_step_mib"]
+    assert results["mem_es_over_backprop"] <= results["mem_es_over_backprop_first_step"]

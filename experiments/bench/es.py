@@ -14,8 +14,12 @@ Figures (targets in TARGETS):
   member i (factor set-up included) over tokens/s of plain batch-8 generation of the same prompts.
 - mem_es_over_inference, mem_es_over_backprop: peak RSS of fresh processes that run an inplace ES
   generation, plain inference, and one AdamW full fine-tuning step on the same batch; medians over
-  three rounds, with the per-round range of the backprop ratio. The same ratio above the runtime (a
-  process that loads the libraries and tokenizer only) is printed as well.
+  three rounds, with the per-round range of the backprop ratio. The AdamW step is a fine-tuning
+  loop's steady step: AdamW creates its two moment buffers lazily at the end of the first step, so
+  only from the second step on does a step hold weights, moments, gradients and activations at once.
+  The probe runs a warm-up step, then the measured one; the first step's own peak is printed too
+  (mem_es_over_backprop_first_step), as is the ratio above the runtime (a process that loads the
+  libraries and tokenizer only).
 - drift_inplace_rms: rms weight drift after 1000 inplace perturb/restore cycles over the rms of one
   typical update (N=8, alpha 5e-4). Drift is per element, so it is measured on one transformer
   layer and the final norm (their norm weights near 1 drift most) to keep the run short.
@@ -208,11 +212,11 @@ def measure_generation(model, tokenizer, settings: Settings) -> dict[str, float]
 # --- 4. peak memory, each workload in a fresh process -----------------------------------------------
 
 
-def run_probe(kind: str, settings: Settings) -> int:
-    """Run one workload in this (fresh) process and return its peak RSS in bytes."""
+def run_probe(kind: str, settings: Settings) -> dict[str, int]:
+    """Run one workload in this (fresh) process; its peak RSS in bytes, by figure name."""
     if kind == "runtime":
         AutoTokenizer.from_pretrained(resolve_model_dir(), local_files_only=True)
-        return peak_rss_bytes()
+        return {kind: peak_rss_bytes()}
     model, tokenizer = load_causal_lm()
     batch = prompt_batch(tokenizer)
     if kind == "inference":
@@ -235,12 +239,17 @@ def run_probe(kind: str, settings: Settings) -> int:
         attention_mask = torch.cat([batch["attention_mask"], torch.ones_like(continuation)], dim=1)
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=input_ids).loss
-        loss.backward()
-        optimizer.step()
+        peaks = {}
+        for figure in ("backprop_first_step", "backprop"):  # the warm-up step, then a steady one
+            loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=input_ids).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            peaks[figure] = peak_rss_bytes()
+        return peaks
     else:
         raise ValueError(f"unknown probe {kind!r}; expected one of {PROBES}")
-    return peak_rss_bytes()
+    return {kind: peak_rss_bytes()}
 
 
 def peak_rss_bytes() -> int:
@@ -256,13 +265,14 @@ def measure_memory(settings: Settings) -> dict[str, float]:
     runs (how much freed activation memory glibc keeps), so one round can land at either end; the
     median is the figure, and the per-round range of the ratio is printed next to it.
     """
-    rounds: dict[str, list[int]] = {kind: [] for kind in PROBES}
+    rounds: dict[str, list[int]] = {}
     for _ in range(settings.memory_rounds):
         for kind in PROBES:
-            rounds[kind].append(_probe_peak(kind, settings))
-    peaks = {kind: statistics.median(values) for kind, values in rounds.items()}
+            for figure, peak in _probe_peaks(kind, settings).items():
+                rounds.setdefault(figure, []).append(peak)
+    peaks = {figure: statistics.median(values) for figure, values in rounds.items()}
     per_round = [es / backprop for es, backprop in zip(rounds["es"], rounds["backprop"])]
-    above_runtime = {kind: peaks[kind] - peaks["runtime"] for kind in ("es", "backprop")}
+    above_runtime = {figure: peaks[figure] - peaks["runtime"] for figure in ("es", "backprop")}
     return {
         "memory_rounds": settings.memory_rounds,
         "peak_rss_runtime_mib": peaks["runtime"] / 2**20,
@@ -271,20 +281,22 @@ def measure_memory(settings: Settings) -> dict[str, float]:
         "peak_rss_backprop_mib": peaks["backprop"] / 2**20,
         "peak_rss_backprop_min_mib": min(rounds["backprop"]) / 2**20,
         "peak_rss_backprop_max_mib": max(rounds["backprop"]) / 2**20,
+        "peak_rss_backprop_first_step_mib": peaks["backprop_first_step"] / 2**20,
         "mem_es_over_inference": peaks["es"] / peaks["inference"],
         "mem_es_over_backprop": peaks["es"] / peaks["backprop"],
         "mem_es_over_backprop_round_min": min(per_round),
         "mem_es_over_backprop_round_max": max(per_round),
+        "mem_es_over_backprop_first_step": peaks["es"] / peaks["backprop_first_step"],
         "mem_es_over_backprop_above_runtime": above_runtime["es"] / above_runtime["backprop"],
     }
 
 
-def _probe_peak(kind: str, settings: Settings) -> int:
+def _probe_peaks(kind: str, settings: Settings) -> dict[str, int]:
     command = [sys.executable, __file__, "--probe", kind] + (["--quick"] if settings.quick else [])
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"memory probe {kind} failed: {result.stderr.strip().splitlines()[-1:]}")
-    return int(result.stdout.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 # --- 5. inplace drift ------------------------------------------------------------------------------
@@ -356,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = Settings.of(args.quick)
     if args.probe:
-        print(run_probe(args.probe, settings))
+        print(json.dumps(run_probe(args.probe, settings)))
         return 0
     results: dict[str, float] = {}
     for section in run_all(settings, (args.only,) if args.only else SECTIONS):
