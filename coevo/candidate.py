@@ -63,7 +63,7 @@ class Candidate:
     @property
     def key(self) -> str:
         """Content hash of the code: the candidate's identity in the store and in prompts."""
-        return hashlib.sha256(self.code.encode()).hexdigest()[:16]
+        return hashlib.sha256(self.code.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     @property
     def valid(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 import math
 import os
 import threading
@@ -193,14 +194,28 @@ def test_channel_round_trips_plain_data_only() -> None:
 
 
 def test_job_reaches_the_child_intact() -> None:
-    job = Job("def pick(values):\n    return 0  # naïve, \ud800\n", 256, 2.5, 4096)
+    job = Job.compile("def pick(values):\n    return len('naïve')  # non-ASCII\n", 256, 2.5, 4096)
     read_end, write_end = os.pipe()
     try:
         os.write(write_end, job.encode())
-        assert Job.read(read_end) == job
+        received = Job.read(read_end)
     finally:
         os.close(read_end)
         os.close(write_end)
+    assert received == job
+    namespace: dict[str, object] = {}
+    exec(marshal.loads(received.module), namespace)  # noqa: S102 - the test's own code
+    assert namespace["pick"]([]) == 5
+
+
+def test_code_that_cannot_compile_is_refused_before_any_child_starts() -> None:
+    with pytest.raises(ValueError, match="surrogates not allowed"):
+        Job.compile("def pick(values):\n    return 0  # \ud800\n", 256, 2.5, 4096)
+    for static_check in (True, False):  # refused by the policy check, or else by the sandbox's compile step
+        with Evaluator(ProbeTask(), limits=LIMITS, static_check=static_check) as evaluator:
+            result = evaluator.evaluate("def pick(values):\n    return 0  # \ud800\n")
+            assert evaluator.sandbox.server_pid is None  # no fork server was needed to refuse it
+        assert not result.valid and result.reason.startswith("unparsable code: 'utf-8' codec can't encode")
 
 
 def test_large_instance_sets_reach_every_child() -> None:

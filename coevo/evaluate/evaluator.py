@@ -53,7 +53,7 @@ class EvalResult:
 
 
 def code_hash(code: str) -> str:
-    return hashlib.sha256(code.encode()).hexdigest()
+    return hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()  # lone surrogates too: JSON escapes can carry them
 
 
 def default_limits(task: Task, n_instances: int) -> Limits:

@@ -143,10 +143,8 @@ def check_code(code: str, function_name: str) -> None:
     """Parse the candidate and raise RejectedCode on the first policy breach (with its line)."""
     try:
         tree = pyast.parse(code, filename="<candidate>")
-    except SyntaxError as error:
-        raise RejectedCode(f"syntax error at line {error.lineno}: {error.msg}") from None
-    except ValueError as error:  # e.g. NUL bytes in the source
-        raise RejectedCode(f"unparsable code: {error}") from None
+    except (SyntaxError, ValueError) as error:  # ValueError: NUL bytes, lone surrogates
+        raise RejectedCode(pyast.unparsable_reason(error)) from None
     module_aliases = _imported_names(tree)
     for node in ast.walk(tree):
         problem = _node_problem(node, module_aliases)

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Self
 
+from coevo import pyast
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD, ChannelError, FrameReader, decode_solution
 from coevo.evaluate.child import EXIT_SETUP_FAILED, Job
 from coevo.evaluate.guard import EXIT_VIOLATION
@@ -138,13 +139,16 @@ class Sandbox:
 
     def run(self, code: str, limits: Limits) -> Outcome:
         """Run the candidate over the instances in a fresh child, under ``limits``."""
+        try:
+            job = Job.compile(code, limits.memory_mb, limits.candidate_seconds, limits.file_bytes)
+        except (SyntaxError, ValueError) as error:
+            return Outcome((), pyast.unparsable_reason(error), None)
         with self._lock:
             control = self._started_control()
             if len(self._spares) < self._batch:  # keep at least a batch forked ahead
                 self._spares.extend(_Child.fork_many(control, self._batch))
             child = self._spares.popleft()
         try:
-            job = Job(code, limits.memory_mb, limits.candidate_seconds, limits.file_bytes)
             supervisor = _Supervisor(child, self._payload.count, limits, time.monotonic())
             return supervisor.run(job.encode())
         finally:

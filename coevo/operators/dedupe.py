@@ -22,7 +22,7 @@ def code_fingerprint(code: str) -> str:
     try:
         tree = pyast.parse(code)
     except SyntaxError as error:
-        raise ValueError(f"cannot fingerprint code that does not parse: line {error.lineno}: {error.msg}") from None
+        raise ValueError(f"cannot fingerprint code that does not parse: {pyast.unparsable_reason(error)}") from None
     normalised = _CanonicalNames(_defined_names(tree)).visit(_strip_docs_and_annotations(tree))
     return hashlib.sha256(ast.dump(normalised, annotate_fields=False).encode()).hexdigest()
 
