@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import tempfile
 import threading
 import time
 import uuid
@@ -24,6 +23,7 @@ import pytest
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.isolation import NOBODY
 from coevo.evaluate.probe import ProbeTask
+from coevo.evaluate.zygote import WORKDIR_ROOT
 from tasks.references import DATA_DIR
 
 CORPUS_DIR = Path(__file__).with_name("hostile")
@@ -105,7 +105,7 @@ def traps(tmp_path: Path) -> Iterator[Traps]:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         yield Traps(
             marker=tmp_path / "marker",
-            escaped_marker=Path(tempfile.gettempdir()) / f"coevo-escape-{uuid.uuid4().hex}",
+            escaped_marker=Path(WORKDIR_ROOT) / f"coevo-escape-{uuid.uuid4().hex}",  # a workdir's parent
             victim=victim,
             victim_dir=victim_dir,
             listener=listener,
@@ -113,7 +113,7 @@ def traps(tmp_path: Path) -> Iterator[Traps]:
 
 
 def candidate_workdirs() -> set[str]:
-    return {path.name for path in Path(tempfile.gettempdir()).glob("coevo-candidate-*")}
+    return {path.name for path in Path(WORKDIR_ROOT).glob("coevo-candidate-*")}
 
 
 def new_workdirs(before: set[str], evaluators: dict[str, Evaluator], grace: float = 1.0) -> set[str]:

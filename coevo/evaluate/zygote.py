@@ -36,6 +36,12 @@ from coevo.evaluate.child import Prepared, run_child
 from coevo.evaluate.isolation import NOBODY, become_subreaper, enter_empty_network_namespace
 from coevo.evaluate.policy import PRELOADED_MODULES
 
+WORKDIR_ROOT = "/dev/shm" if os.access("/dev/shm", os.W_OK | os.X_OK) else tempfile.gettempdir()
+"""Where the candidates' working directories go: memory-backed where the machine has it. The fork
+server creates and removes hundreds a second; on a journaling disk each pair costs it about 80 us of
+CPU and 240 us of wall time, on tmpfs 20 us. Size does not matter: the audit hook refuses every
+``open``, so a candidate writes nothing there."""
+
 
 def main(control_fd: int, instances_fd: int, module_name: str, class_name: str) -> None:
     for name in PRELOADED_MODULES:
@@ -165,7 +171,7 @@ def _signals_as_children_need_them() -> Iterator[None]:
 
 
 def _new_workdir() -> str:
-    workdir = tempfile.mkdtemp(prefix="coevo-candidate-")
+    workdir = tempfile.mkdtemp(prefix="coevo-candidate-", dir=WORKDIR_ROOT)
     if os.geteuid() == 0:
         os.chown(workdir, NOBODY, NOBODY)
     return workdir
