@@ -1,9 +1,9 @@
 """The body of one sandboxed child, from the fork until ``os._exit``.
 
 Trusted set-up happens first (process group, stdio, working directory, dropped privileges;
-the empty network namespace and default signal dispositions are inherited from the fork
-server), then the child waits for its job, applies its resource limits, arms the guards, and
-only then runs candidate code. Every instance's solution is reported as soon as it is built,
+the empty network namespace, no-new-privileges and default signal dispositions are inherited
+from the fork server), then the child waits for its job, applies its resource limits, arms the
+guards, and only then runs candidate code. Every instance's solution is reported as soon as it is built,
 so the parent can hold the candidate to a per-instance deadline.
 
 Each page of the fork server's memory that a child writes to is copied first (a few

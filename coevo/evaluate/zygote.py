@@ -33,7 +33,7 @@ from collections.abc import Iterator
 
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD
 from coevo.evaluate.child import Prepared, run_child
-from coevo.evaluate.isolation import NOBODY, become_subreaper, enter_empty_network_namespace
+from coevo.evaluate.isolation import NOBODY, become_subreaper, enter_empty_network_namespace, forbid_privilege_gain
 from coevo.evaluate.policy import PRELOADED_MODULES
 
 WORKDIR_ROOT = "/dev/shm" if os.access("/dev/shm", os.W_OK | os.X_OK) else tempfile.gettempdir()
@@ -51,6 +51,7 @@ def main(control_fd: int, instances_fd: int, module_name: str, class_name: str) 
         prepared = Prepared.build(task, pickle.load(instances))  # pickled by the trusted parent
     enter_empty_network_namespace()
     become_subreaper()
+    forbid_privilege_gain()
     _skip_threading_reset_in_children()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)  # inherited by every child: these signals kill it
