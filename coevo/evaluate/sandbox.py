@@ -293,18 +293,33 @@ class _Supervisor:
     def _watch(self) -> None:
         poller = select.poll()
         poller.register(self.conn, select.POLLIN)
-        while not (self.done or self.failure or self.child_closed):
+        while not self._finished():
             now = time.monotonic()
-            if now >= self.candidate_deadline:
-                return self._fail(
-                    f"exceeded the per-candidate time limit of {self.limits.candidate_seconds:g} s "
-                    f"after {len(self.solutions)} of {self.count} instances"
-                )
-            if now >= self.instance_deadline:
-                where = "" if self.loaded else " in the module's top-level code"
-                return self._fail(f"timed out{where} (per-instance limit {self.limits.instance_seconds:g} s)")
-            if poller.poll(1000 * (min(self.candidate_deadline, self.instance_deadline) - now)):
+            if now >= min(self.candidate_deadline, self.instance_deadline):
+                # This process may wake late (a busy machine, other threads): what the child has
+                # already sent is judged first, by the child's own timestamps (see _handle).
                 self._read_messages()
+                if not self._finished():
+                    self._fail_if_past(now)
+            elif poller.poll(1000 * (min(self.candidate_deadline, self.instance_deadline) - now)):
+                self._read_messages()
+
+    def _finished(self) -> bool:
+        return self.done or self.failure is not None or self.child_closed
+
+    def _fail_if_past(self, moment: float) -> bool:
+        """Fail the run, naming the deadline that passed first, if ``moment`` is at or past one."""
+        if moment < min(self.candidate_deadline, self.instance_deadline):
+            return False
+        if self.instance_deadline < self.candidate_deadline:
+            where = "" if self.loaded else " in the module's top-level code"
+            self._fail(f"timed out{where} (per-instance limit {self.limits.instance_seconds:g} s)")
+        else:
+            self._fail(
+                f"exceeded the per-candidate time limit of {self.limits.candidate_seconds:g} s "
+                f"after {len(self.solutions)} of {self.count} instances"
+            )
+        return True
 
     def _read_messages(self) -> None:
         while True:
@@ -322,9 +337,11 @@ class _Supervisor:
         if "solution" in message:
             if message.get("index") != len(self.solutions) or len(self.solutions) >= self.count:
                 raise ChannelError("the child reported solutions out of order")
-            self.solutions.append(decode_solution(message["solution"]))
             # The child's clock is the machine's monotonic clock; clamp it so it cannot lie.
             finished = min(max(float(message.get("at", 0.0)), self.last_progress), time.monotonic())
+            if self._fail_if_past(finished):  # read late, but the instance overran all the same
+                return
+            self.solutions.append(decode_solution(message["solution"]))
             self.last_progress = finished
             self.instance_deadline = finished + self.limits.instance_seconds
         elif "loaded" in message:
