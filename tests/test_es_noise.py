@@ -17,6 +17,7 @@ from coevo.es.noise import (
     noise,
     noise_key,
     perturb_,
+    perturb_all_,
     set_num_threads,
 )
 
@@ -106,6 +107,31 @@ def test_perturb_matches_its_definition_in_place_and_out_of_place():
     assert np.array_equal(out, expected)
     perturb_(src, src, noise_key(11, "w"), -0.25, offset=5)
     assert np.array_equal(src, expected)
+
+
+def test_one_pass_over_many_tensors_equals_a_pass_per_tensor_whatever_the_cuts():
+    rng = np.random.default_rng(3)
+    sizes = [3_000_007, 1_234, PARALLEL_MIN_SIZE - 3_000_000, 5]
+    assert sum(sizes) >= PARALLEL_MIN_SIZE  # enough in all for the threads to share
+    sources = [rng.standard_normal(size).astype(np.float32) for size in sizes]
+    keys = [noise_key(9, f"layer.{index}") for index in range(len(sizes))]
+    expected = []
+    for source, key in zip(sources, keys, strict=True):
+        out = np.empty_like(source)
+        perturb_(out, source, key, 0.5)
+        expected.append(out)
+    default_threads = get_num_threads()
+    try:
+        for threads in (1, 2, 3):  # cuts fall inside tensors, at different places
+            set_num_threads(threads)
+            outs = [np.empty_like(source) for source in sources]
+            perturb_all_(list(zip(outs, sources, keys, strict=True)), 0.5)
+            assert all(np.array_equal(out, want) for out, want in zip(outs, expected, strict=True))
+            in_place = [source.copy() for source in sources]
+            perturb_all_([(array, array, key) for array, key in zip(in_place, keys, strict=True)], 0.5)
+            assert all(np.array_equal(out, want) for out, want in zip(in_place, expected, strict=True))
+    finally:
+        set_num_threads(default_threads)
 
 
 @pytest.mark.parametrize("size", [50_000, PARALLEL_MIN_SIZE + 4321])  # serial and threaded kernels

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coevo.es.noise import NOISE_VERSION, noise_key, perturb_
+from coevo.es.noise import NOISE_VERSION, noise_key, perturb_, perturb_all_
 from coevo.es.optim import ParamState, apply_update_
 from coevo.es.perturbation import Perturbation, PerturbedContext, Update
 
@@ -144,28 +144,29 @@ class TorchWeightsHost(PerturbedContext):
         if self._active is not None:
             raise RuntimeError(f"already perturbed by {self._active}; call restore() first")
         scale = perturbation.sign * perturbation.sigma
+        in_memory = []  # weights numpy can write: one pass over all of them, shared by the threads
         for t in self._tensors:
             key = noise_key(perturbation.seed, t.name)
-            if t.master is None:
-                perturb_(t.direct, t.direct, key, scale)
-            elif t.direct is not None:
-                perturb_(t.direct, t.master, key, scale)
+            if t.direct is not None:
+                in_memory.append((t.direct, t.direct if t.master is None else t.master, key))
             else:
                 buffer = self._scratch_for(t.master.size)
                 perturb_(buffer, t.master, key, scale)
                 self._write_back(t, buffer)
+        perturb_all_(in_memory, scale)
         self._active = perturbation
 
     def restore(self) -> None:
         """Return to theta: copy the master back ("exact") or subtract the same noise ("inplace")."""
         if self._active is None:
             raise RuntimeError("restore() without an active perturbation")
+        in_place = []
         for t in self._tensors:
             if t.master is None:
-                key = noise_key(self._active.seed, t.name)
-                perturb_(t.direct, t.direct, key, -self._active.sign * self._active.sigma)
+                in_place.append((t.direct, t.direct, noise_key(self._active.seed, t.name)))
             else:
                 self._write_back(t, t.master)
+        perturb_all_(in_place, -self._active.sign * self._active.sigma)
         self._active = None
 
     def apply_update(self, update: Update) -> None:
