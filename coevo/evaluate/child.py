@@ -3,8 +3,8 @@
 Trusted set-up happens first (process group, stdio, working directory, dropped privileges;
 the empty network namespace, no-new-privileges and default signal dispositions are inherited
 from the fork server), then the child waits for its job, applies its resource limits, arms the
-guards, and only then runs candidate code. Every instance's solution is reported as soon as it is built,
-so the parent can hold the candidate to a per-instance deadline.
+guards, and only then runs candidate code. Every instance's solution is reported as soon as it
+is built, so the parent can hold the candidate to a per-instance deadline.
 
 Each page of the fork server's memory that a child writes to is copied first (a few
 microseconds per page), so whatever can be built before the fork is built there, once

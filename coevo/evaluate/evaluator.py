@@ -53,7 +53,8 @@ class EvalResult:
 
 
 def code_hash(code: str) -> str:
-    return hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()  # lone surrogates too: JSON escapes can carry them
+    # surrogatepass: a lone surrogate (a JSON escape can carry one) must hash, not crash the evaluation.
+    return hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def default_limits(task: Task, n_instances: int) -> Limits:
