@@ -7,11 +7,11 @@ whatever the task's natural sign, so selection never needs to know the task.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from coevo.es.perturbation import Perturbation
+from coevo.pyast import source_sha256
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Candidate:
     @property
     def key(self) -> str:
         """Content hash of the code: the candidate's identity in the store and in prompts."""
-        return hashlib.sha256(self.code.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return source_sha256(self.code)[:16]
 
     @property
     def valid(self) -> bool:

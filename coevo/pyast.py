@@ -1,4 +1,4 @@
-"""Parsing and compiling candidate code safely from any thread, with one wording for refusals.
+"""Parsing, compiling and hashing candidate code safely from any thread, with one wording for refusals.
 
 CPython before 3.12.4 keeps the AST builder's recursion depth in per-interpreter state. Two threads
 parsing at once share that count: any Python code run mid-parse (a garbage-collection callback or a
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import threading
 import types
 from collections.abc import Iterator
@@ -51,3 +52,9 @@ def unparsable_reason(error: SyntaxError | ValueError) -> str:
     if isinstance(error, SyntaxError):
         return f"syntax error at line {error.lineno}: {error.msg}" if error.lineno else f"syntax error: {error.msg}"
     return f"unparsable code: {error}"
+
+
+def source_sha256(source: str) -> str:
+    """Hex SHA-256 of ``source``; surrogatepass because a lone surrogate (a JSON escape can carry one)
+    must hash, not crash whoever asks."""
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()

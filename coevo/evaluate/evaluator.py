@@ -8,7 +8,6 @@ never reports its own objective.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import os
 import time
@@ -19,6 +18,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from coevo import pyast
 from coevo.evaluate.cache import ResultCache, cache_key
 from coevo.evaluate.policy import RejectedCode, check_code
 from coevo.evaluate.sandbox import InstancePayload, Limits, Outcome, Sandbox
@@ -50,11 +50,6 @@ class EvalResult:
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in JSON_FIELDS}
-
-
-def code_hash(code: str) -> str:
-    # surrogatepass: a lone surrogate (a JSON escape can carry one) must hash, not crash the evaluation.
-    return hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def default_limits(task: Task, n_instances: int) -> Limits:
@@ -126,7 +121,7 @@ class Evaluator:
 
     def evaluate(self, code: str) -> EvalResult:
         """The cached verdict on ``code``, computing it if needed."""
-        digest = code_hash(code)
+        digest = pyast.source_sha256(code)
         key = cache_key(digest, self.task.name, self.split, self.instance_set_hash, repr(self.limits))
         cached = self._cache.get(key)
         if cached is not None:
