@@ -264,6 +264,18 @@ def test_progress_sent_before_a_deadline_counts_however_late_the_parent_reads_it
     assert late_finish.failure == "exceeded the per-candidate time limit of 1.4 s after 1 of 2 instances"
 
 
+def test_a_child_that_keeps_its_channel_open_is_read_long_before_any_deadline() -> None:
+    """The supervisor wakes on the child's hang-up, not per message; it must still drain the
+    channel on its own, or a child that never hangs up (or waits on a full channel) would be
+    read only at a deadline."""
+    limits = Limits(instance_seconds=30.0, candidate_seconds=60.0)
+    messages = [{"loaded": True}, {"index": 0, "solution": 7, "at": 10.0}, {"done": True}]
+    start = time.monotonic()
+    outcome = _supervise_late(messages, 1, limits)
+    assert outcome.failure is None and outcome.solutions == (7,)
+    assert time.monotonic() - start < 5.0
+
+
 def test_bad_arguments_fail_clearly() -> None:
     with pytest.raises(ValueError, match="parallel must be at least 1"):
         Sandbox(ProbeTask(), InstancePayload.of([]), parallel=0)

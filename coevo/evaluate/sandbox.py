@@ -31,6 +31,10 @@ from tasks.base import Instance, Task
 
 _ZYGOTE_START_SECONDS = 60.0
 _REAP_GRACE_SECONDS = 5.0
+_DRAIN_SECONDS = 0.01
+"""How often a supervisor reads a running child's messages: often enough that a child never waits
+long on a full channel, rarely enough that a long candidate costs the parent ~100 wake-ups a second,
+not one per instance."""
 _MIN_BATCH = 8
 """Children forked per batch at the least: the fork server's own page copies after a fork are
 shared by the whole batch, while each waiting spare costs only a few hundred kB."""
@@ -244,8 +248,8 @@ class _Supervisor:
     """Feeds one child its job and watches its messages, its exit, and the two deadlines.
 
     The child's pid and exit status come from the fork server through the status pipe; they
-    are read only when needed (to kill the child, or to explain why it died), which keeps the
-    fast path to a single wake-up per message batch.
+    are read only when needed (to kill the child, or to explain why it died). A quick candidate
+    thus costs this thread a single wake-up: the child's hang-up after its last message.
     """
 
     def __init__(self, child: _Child, count: int, limits: Limits, started: float) -> None:
@@ -291,17 +295,24 @@ class _Supervisor:
         self.conn.setblocking(False)
 
     def _watch(self) -> None:
+        """Wake when the child ends its side of the channel, at a deadline, or to drain the channel.
+
+        A message does not wake this thread (the poll asks for hang-ups only): messages carry the
+        child's clock, so they can be read in batches and still be judged per instance.
+        """
         poller = select.poll()
-        poller.register(self.conn, select.POLLIN)
+        poller.register(self.conn, select.POLLRDHUP)
         while not self._finished():
             now = time.monotonic()
-            if now >= min(self.candidate_deadline, self.instance_deadline):
+            deadline = min(self.candidate_deadline, self.instance_deadline)
+            if now >= deadline:
                 # This process may wake late (a busy machine, other threads): what the child has
                 # already sent is judged first, by the child's own timestamps (see _handle).
                 self._read_messages()
                 if not self._finished():
                     self._fail_if_past(now)
-            elif poller.poll(1000 * (min(self.candidate_deadline, self.instance_deadline) - now)):
+            else:
+                poller.poll(1000 * min(deadline - now, _DRAIN_SECONDS))
                 self._read_messages()
 
     def _finished(self) -> bool:
