@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from coevo.evaluate import Evaluator, Limits
-from coevo.evaluate.channel import STATUS_RECORD, ChannelError, decode_solution, encode_solution, frame
+from coevo.evaluate.channel import STATUS_RECORD, ChannelError, FrameReader, decode_solution, encode_solution, frame
 from coevo.evaluate.child import Job
 from coevo.evaluate.evaluator import JSON_FIELDS
 from coevo.evaluate.probe import ProbeTask
@@ -185,10 +185,14 @@ def test_code_generating_helpers_work_in_the_sandbox(evaluator: Evaluator) -> No
 
 
 def test_channel_round_trips_plain_data_only() -> None:
-    solution = {"tour": np.arange(5, dtype=np.int32), "cost": math.inf, "pair": (1, [2.5, None])}
-    decoded = decode_solution(json.loads(json.dumps(encode_solution(solution))))
+    solution = {"tour": np.arange(5, dtype=np.int32), "cost": math.inf, "pair": (1, [2.5, None]), "note": 'naïve "x"'}
+    wire = frame({"index": 0, "solution": encode_solution(solution), "at": 1.5}) + frame({"done": True})
+    reader = FrameReader()
+    first, done = reader.feed(wire[:7]) + reader.feed(wire[7:])  # frames split across reads
+    assert first["index"] == 0 and first["at"] == 1.5 and done == {"done": True}
+    decoded = decode_solution(first["solution"])
     assert decoded["tour"].dtype == np.int32 and decoded["tour"].tolist() == [0, 1, 2, 3, 4]
-    assert decoded["cost"] == math.inf and decoded["pair"] == (1, [2.5, None])
+    assert decoded["cost"] == math.inf and decoded["pair"] == (1, [2.5, None]) and decoded["note"] == 'naïve "x"'
     with pytest.raises(InvalidSolution, match="contains a object"):
         encode_solution([object()])
     with pytest.raises(ChannelError):

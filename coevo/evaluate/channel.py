@@ -12,6 +12,7 @@ import base64
 import json
 import math
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,9 +32,27 @@ class ChannelError(Exception):
     """The child wrote something that is not a well-formed frame."""
 
 
+def _json_encoder() -> Callable[[Any], str]:
+    """One reusable JSON encoder, built where the module is imported (in the fork server).
+
+    ``json.dumps`` builds an encoder per call through three Python layers; in a freshly forked
+    child that costs some thirty copied pages over a candidate's few messages. The messages are
+    fresh dicts of plain data (``encode_solution``), so no circular-reference check is needed.
+    """
+    make = json.encoder.c_make_encoder
+    if make is None:  # a Python without the _json accelerator
+        return json.JSONEncoder(allow_nan=True, separators=(",", ":")).encode
+    fallback = json.JSONEncoder().default  # raises TypeError, as json.dumps does
+    encode = make(None, fallback, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
+    return lambda message: "".join(encode(message, 0))
+
+
+_encode = _json_encoder()
+
+
 def frame(message: dict[str, Any]) -> bytes:
     """One message as a length-prefixed frame."""
-    payload = json.dumps(message, allow_nan=True).encode()
+    payload = _encode(message).encode()
     return _HEADER.pack(len(payload)) + payload
 
 
