@@ -15,10 +15,8 @@ marshalled output a small fraction of that.
 
 from __future__ import annotations
 
-import contextlib
 import marshal
 import os
-import socket
 import struct
 import sys
 import time
@@ -87,11 +85,8 @@ class Prepared:
 def run_child(conn_fd: int, prepared: Prepared, workdir: str) -> NoReturn:
     """Isolate this process, run the job read from ``conn_fd``, report, and exit."""
     exit_code = EXIT_SETUP_FAILED
-    channel = None
     try:
         _isolate(conn_fd, workdir)
-        # Wraps conn_fd for the final shutdown; made before the guards, which refuse making a socket.
-        channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=conn_fd)
         drop_privileges()
         job = Job.read(conn_fd)  # a child may be forked ahead of need: it waits here for its job
         apply_limits(job.memory_mb, job.cpu_seconds, job.file_bytes)
@@ -100,10 +95,12 @@ def run_child(conn_fd: int, prepared: Prepared, workdir: str) -> NoReturn:
     except BaseException as error:  # noqa: BLE001 - the child must always report, then exit
         _send(conn_fd, {"error": f"sandbox failure: {type(error).__name__}: {error}"})
     finally:
-        if channel is not None:
-            with contextlib.suppress(OSError):
-                channel.shutdown(socket.SHUT_WR)  # the parent waits for this hang-up, not for each message
-        os._exit(exit_code)
+        try:
+            # The parent waits for this hang-up, not for each message; closing the channel here
+            # signals it at once, where exiting would close it only after the memory is torn down.
+            os.close(conn_fd)
+        finally:
+            os._exit(exit_code)
 
 
 def _isolate(conn_fd: int, workdir: str) -> None:
