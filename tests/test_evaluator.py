@@ -254,17 +254,17 @@ def _supervise_late(messages: list[dict[str, object]], count: int, limits: Limit
 
 def test_progress_sent_before_a_deadline_counts_however_late_the_parent_reads_it() -> None:
     limits = Limits(instance_seconds=1.0, candidate_seconds=5.0)
-    solved = [{"loaded": True}, {"index": 0, "solution": 0, "at": 0.6}, {"index": 1, "solution": 1, "at": 1.2}]
-    on_time = _supervise_late([*solved, {"done": True}], 2, limits)
+    solved = [{"loaded": True}, {"index": 0, "solution": 0, "at": 0.6}, {"index": 1, "solution": 1, "at": 1.2, "done": True}]
+    on_time = _supervise_late(solved, 2, limits)
     assert on_time.failure is None and on_time.solutions == (0, 1)
     # Judged by the child's timestamps: an instance that overran fails even when read late ...
-    overran = _supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": 1.7}, {"done": True}], 2, limits)
+    overran = _supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": 1.7, "done": True}], 2, limits)
     assert overran.failure == "timed out (per-instance limit 1 s)" and overran.failed_index == 1
     # ... and silence past the deadline is a timeout of the instance after the last progress.
     stalled = _supervise_late(solved[:2], 2, limits)
     assert stalled.failure == "timed out (per-instance limit 1 s)" and stalled.failed_index == 1
     tight = Limits(instance_seconds=1.0, candidate_seconds=1.4)
-    late_finish = _supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": 1.5}, {"done": True}], 2, tight)
+    late_finish = _supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": 1.5, "done": True}], 2, tight)
     assert late_finish.failure == "exceeded the per-candidate time limit of 1.4 s after 1 of 2 instances"
 
 
@@ -273,7 +273,7 @@ def test_a_child_that_keeps_its_channel_open_is_read_long_before_any_deadline() 
     channel on its own, or a child that never hangs up (or waits on a full channel) would be
     read only at a deadline."""
     limits = Limits(instance_seconds=30.0, candidate_seconds=60.0)
-    messages = [{"loaded": True}, {"index": 0, "solution": 7, "at": 10.0}, {"done": True}]
+    messages = [{"loaded": True}, {"index": 0, "solution": 7, "at": 10.0, "done": True}]
     start = time.monotonic()
     outcome = _supervise_late(messages, 1, limits)
     assert outcome.failure is None and outcome.solutions == (7,)

@@ -19,7 +19,10 @@ import numpy as np
 
 from tasks.base import InvalidSolution
 
-MAX_FRAME_BYTES = 256 * 1024 * 1024
+MAX_FRAME_BYTES = 16 << 20
+MAX_DEPTH = 32
+"""Deepest nesting a solution may have: the decoder recurses, and a hostile frame must not
+exhaust the trusted parent's stack."""
 _HEADER = struct.Struct("<I")
 MAX_FORK_BATCH = 16
 """Most children one fork request asks for (two descriptors each, in one SCM_RIGHTS message)."""
@@ -75,8 +78,8 @@ class FrameReader:
             del self._buffer[: _HEADER.size + size]
             try:
                 message = json.loads(payload)
-            except ValueError as error:
-                raise ChannelError(f"the child sent a malformed frame: {error}") from None
+            except (ValueError, RecursionError) as error:
+                raise ChannelError(f"the child sent a malformed frame: {type(error).__name__}: {str(error)[:200]}") from None
             if not isinstance(message, dict):
                 raise ChannelError("the child sent a frame that is not an object")
             messages.append(message)
@@ -104,25 +107,27 @@ def encode_solution(value: Any) -> Any:
     raise InvalidSolution(f"the solution contains a {kind.__name__}, which cannot leave the sandbox")
 
 
-def decode_solution(value: Any) -> Any:
+def decode_solution(value: Any, depth: int = 0) -> Any:
     """Inverse of encode_solution; raises ChannelError on anything it did not produce."""
     if value is None or type(value) in (bool, int, float, str):
         return value
+    if depth >= MAX_DEPTH:
+        raise ChannelError(f"the child sent a solution nested deeper than {MAX_DEPTH} levels")
     if type(value) is list:
-        return [decode_solution(item) for item in value]
+        return [decode_solution(item, depth + 1) for item in value]
     if type(value) is dict and len(value) == 1:
         ((tag, body),) = value.items()
         try:
-            if tag == "float":
+            if tag == "float" and type(body) is str:
                 return float(body)
-            if tag == "tuple":
-                return tuple(decode_solution(item) for item in body)
-            if tag == "dict":
-                return {str(key): decode_solution(item) for key, item in body}
-            if tag == "ndarray":
+            if tag == "tuple" and type(body) is list:
+                return tuple(decode_solution(item, depth + 1) for item in body)
+            if tag == "dict" and type(body) is list:
+                return {str(key): decode_solution(item, depth + 1) for key, item in body}
+            if tag == "ndarray" and type(body) is list:
                 dtype, shape, data = np.dtype(body[0]), tuple(int(n) for n in body[1]), base64.b64decode(body[2])
-                if dtype.kind in _NUMERIC_KINDS:
+                if dtype.kind in _NUMERIC_KINDS and dtype.fields is None and not dtype.subdtype:
                     return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
-        except (TypeError, ValueError) as error:
-            raise ChannelError(f"the child sent a malformed {tag}: {error}") from None
+        except (TypeError, ValueError, IndexError, OverflowError, MemoryError) as error:
+            raise ChannelError(f"the child sent a malformed {tag}: {type(error).__name__}: {str(error)[:200]}") from None
     raise ChannelError(f"the child sent an unknown value {str(value)[:60]}")

@@ -1,9 +1,9 @@
 """The body of one sandboxed child, from the fork until ``os._exit``.
 
-Trusted set-up happens first (process group, stdio, working directory, dropped privileges;
-the empty network namespace, no-new-privileges and default signal dispositions are inherited
-from the fork server), then the child waits for its job, applies its resource limits, arms the
-guards, and only then runs candidate code. Every instance's solution is reported as soon as it
+Trusted set-up happens first (process group, stdio, a uid of its own; the namespaces, the empty
+root, the empty environment, the seccomp filter, no-new-privileges and default signal dispositions
+are inherited from the fork server), then the child waits for its job, applies its resource
+limits, arms the guards, and only then runs candidate code. Every instance's solution is reported as soon as it
 is built, so the parent can hold the candidate to a per-instance deadline.
 
 Each page of the fork server's memory that a child writes to is copied first (a few
@@ -15,6 +15,7 @@ marshalled output a small fraction of that.
 
 from __future__ import annotations
 
+import builtins
 import marshal
 import os
 import struct
@@ -23,12 +24,13 @@ import time
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from coevo import pyast
 from coevo.evaluate.channel import encode_solution, frame
 from coevo.evaluate.guard import Guard
 from coevo.evaluate.isolation import apply_limits, drop_privileges
+from coevo.evaluate.seccomp import SyscallFilter
 from tasks.base import Instance, InvalidSolution, Task
 
 EXIT_SETUP_FAILED = 87
@@ -68,28 +70,41 @@ class Prepared:
     task: Task
     instances: list[Instance]
     """The instances being evaluated: the only ones the fork server, hence a child, holds."""
-    guard: Guard
+    guard: Guard | None
+    """The Python-level guards; None only to test the kernel layers alone (``python_guards=False``)."""
     namespace: dict[str, Any]
     """The candidate module's namespace, restricted builtins in place (each child writes its own copy)."""
 
     @classmethod
-    def build(cls, task: Task, instances: list[Instance]) -> Prepared:
-        guard = Guard()
+    def build(cls, task: Task, instances: list[Instance], python_guards: bool = True) -> Prepared:
+        guard = Guard() if python_guards else None
         module = types.ModuleType("candidate")
         sys.modules[module.__name__] = module  # dataclasses look the defining module up by name
         namespace = vars(module)
-        namespace["__builtins__"] = guard.builtins
+        namespace["__builtins__"] = guard.builtins if guard else builtins
         return cls(task, instances, guard, namespace)
 
 
-def run_child(conn_fd: int, prepared: Prepared, workdir: str) -> NoReturn:
+class ChildSetup(Protocol):
+    """What the fork server hands each child to finish its confinement."""
+
+    stdio: int
+    """An open /dev/null (the empty root has no /dev), for stdin, stdout and stderr."""
+    own_uid: bool
+    syscall_filter: SyscallFilter | None
+    """Installed in each child where children share a uid (see ``zygote``)."""
+
+
+def run_child(conn_fd: int, prepared: Prepared, setup: ChildSetup) -> NoReturn:
     """Isolate this process, run the job read from ``conn_fd``, report, and exit."""
     exit_code = EXIT_SETUP_FAILED
     try:
-        _isolate(conn_fd, workdir)
-        drop_privileges()
+        _isolate(conn_fd, setup.stdio)
+        drop_privileges(setup.own_uid)
         job = Job.read(conn_fd)  # a child may be forked ahead of need: it waits here for its job
         apply_limits(job.memory_mb, job.cpu_seconds, job.file_bytes)
+        if setup.syscall_filter is not None:
+            setup.syscall_filter.install()
         exit_code = 0
         _run(job, prepared, lambda message: _send(conn_fd, message))
     except BaseException as error:  # noqa: BLE001 - the child must always report, then exit
@@ -103,15 +118,13 @@ def run_child(conn_fd: int, prepared: Prepared, workdir: str) -> NoReturn:
             os._exit(exit_code)
 
 
-def _isolate(conn_fd: int, workdir: str) -> None:
-    """Own process group, no inherited descriptors, a private cwd."""
+def _isolate(conn_fd: int, stdio: int) -> None:
+    """Own process group, stdio on /dev/null, no other inherited descriptor."""
     os.setpgid(0, 0)
-    null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
-        os.dup2(null, fd)
+        os.dup2(stdio, fd)
     os.closerange(3, conn_fd)
     os.closerange(conn_fd + 1, 1 << 16)
-    os.chdir(workdir)
 
 
 def _read_exactly(fd: int, size: int) -> bytes:
@@ -149,7 +162,8 @@ def _run(job: Job, prepared: Prepared, send: Callable[[dict[str, Any]], None]) -
     """
     task, namespace, function_name = prepared.task, prepared.namespace, prepared.task.function_name
     module_code = marshal.loads(job.module)  # written by the trusted parent
-    prepared.guard.arm(module_code, lambda reason: send({"violation": reason}))
+    if prepared.guard is not None:
+        prepared.guard.arm(module_code, lambda reason: send({"violation": reason}))
     try:
         exec(module_code, namespace)  # noqa: S102 - the candidate, under the guards just armed
     except BaseException as error:  # noqa: BLE001

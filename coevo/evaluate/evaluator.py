@@ -68,7 +68,9 @@ class Evaluator:
     """Evaluates candidate code for one task and split; use as a context manager.
 
     ``limit`` keeps only the first N instances of the split. ``static_check=False`` skips the
-    static policy check and exists only to test the sandbox's run-time layers on their own.
+    static policy check and exists only to test the sandbox's run-time layers on their own;
+    ``python_guards=False`` also drops the run-time Python guards (candidates get the real
+    builtins), to test that the kernel layers hold on their own.
     """
 
     def __init__(
@@ -81,11 +83,13 @@ class Evaluator:
         workers: int | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         static_check: bool = True,
+        python_guards: bool = True,
     ) -> None:
         self.task = get_task(task) if isinstance(task, str) else task
         self.split = split
         self.workers = workers or os.cpu_count() or 1
-        self.static_check = static_check
+        self.static_check = static_check and python_guards
+        self.python_guards = python_guards
         self._cache = ResultCache(cache_dir)
         self._groups = self.task.groups(split)
         self._instances: list[Instance] = []
@@ -100,7 +104,7 @@ class Evaluator:
         self.limits = limits or default_limits(self.task, len(self._instances))
         self._payload = InstancePayload.of(self._instances)
         self.instance_set_hash = instance_hash(self._instances)
-        self._sandbox = Sandbox(self.task, self._payload, parallel=self.workers)
+        self._sandbox = Sandbox(self.task, self._payload, parallel=self.workers, python_guards=python_guards)
 
     def __enter__(self) -> Self:
         return self
@@ -122,7 +126,8 @@ class Evaluator:
     def evaluate(self, code: str) -> EvalResult:
         """The cached verdict on ``code``, computing it if needed."""
         digest = pyast.source_sha256(code)
-        key = cache_key(digest, self.task.name, self.split, self.instance_set_hash, repr(self.limits))
+        settings = repr(self.limits) + ("" if self.python_guards else " python_guards=False")
+        key = cache_key(digest, self.task.name, self.split, self.instance_set_hash, settings)
         cached = self._cache.get(key)
         if cached is not None:
             return EvalResult(**{**cached, "per_instance": tuple(cached["per_instance"])})

@@ -1,38 +1,129 @@
-"""Kernel-level isolation primitives: network namespace, resource limits, privileges.
+"""Kernel-level isolation: namespaces, an empty root, per-candidate users, limits, privileges.
 
 These are the layers that hold even if candidate code escaped every Python-level guard: the
-kernel enforces them on the process, whatever code it runs.
+kernel enforces them on the process, whatever code it runs. The fork server enters the
+namespaces once (``confine_server``); every child then only changes its user and limits, which
+costs a few system calls, not a namespace each.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import math
 import os
 import resource
 import signal
+from dataclasses import dataclass
 
-NOBODY = 65534
+CANDIDATE_UID_BASE = 2_000_000_000
+"""A candidate runs as uid (and gid) ``CANDIDATE_UID_BASE + its pid``: no other live process has
+that uid, so no other process is the candidate's to signal or trace, sibling candidates included.
+(pid_max is at most 2**22, so the range stays clear of the reserved uid -1.)"""
 MAX_OPEN_FILES = 32
-_CLONE_NEWNET = 0x40000000
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_MNT_DETACH = 2
+_SYS_PIVOT_ROOT = 155
+_SYS_CAPSET = 126
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
+_ROOT_MOUNT_POINTS = ("/tmp", "/mnt", "/dev")
+"""Where the empty root is first mounted (inside the private namespace, so the host sees nothing)."""
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-def enter_empty_network_namespace() -> bool:
-    """Move this process into a new network namespace (no interfaces up); False if refused.
+@dataclass(frozen=True)
+class Confinement:
+    """Which kernel layers the fork server obtained; every child inherits them."""
 
-    Done once by the fork server, whose children all inherit the empty namespace: a namespace
-    per child would cost about 3 ms of kernel time each. Without it, the audit hook still
-    refuses every socket operation.
+    network: bool
+    """An empty network namespace: no interface is up, not even loopback."""
+    filesystem: bool
+    """A private mount namespace whose root is an empty, read-only tmpfs."""
+    ipc: bool
+    """A private IPC namespace: no System V or POSIX IPC object of the host is reachable."""
+    own_uids: bool
+    """Each child gets a uid of its own (needs root; in a user namespace children share one)."""
+
+    def missing(self) -> list[str]:
+        return [name for name, held in vars(self).items() if not held]
+
+
+def confine_server() -> Confinement:
+    """Enter private network, mount and IPC namespaces and pivot into an empty root.
+
+    As root this needs no user namespace, and children can later take uids of their own. Without
+    root, a user namespace maps this user to root inside it (where the kernel allows unprivileged
+    user namespaces); children then share that one uid and lose their capabilities instead.
     """
-    if _LIBC.unshare(_CLONE_NEWNET) == 0:
-        return True
-    return _LIBC.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0  # unprivileged fallback
+    flags = _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET
+    root = os.geteuid() == 0
+    if not root:
+        uid, gid = os.geteuid(), os.getegid()
+        if _LIBC.unshare(flags | _CLONE_NEWUSER) != 0:
+            return Confinement(network=False, filesystem=False, ipc=False, own_uids=False)
+        _map_ids(uid, gid)
+    elif _LIBC.unshare(flags) != 0:
+        return Confinement(network=_LIBC.unshare(_CLONE_NEWNET) == 0, filesystem=False, ipc=False, own_uids=True)
+    return Confinement(network=True, filesystem=_pivot_into_empty_root(), ipc=True, own_uids=root)
+
+
+def _map_ids(uid: int, gid: int) -> None:
+    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"0 {uid} 1"),
+                       ("/proc/self/gid_map", f"0 {gid} 1")):  # fmt: skip
+        with open(path, "w") as file:
+            file.write(text)
+
+
+def _pivot_into_empty_root() -> bool:
+    """Make an empty, read-only tmpfs this process's root; False (and the old root kept) if refused."""
+    if _mount(None, "/", None, _MS_REC | _MS_PRIVATE) != 0:
+        return False
+    point = next((path for path in _ROOT_MOUNT_POINTS if os.path.isdir(path)), None)
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    if point is None or _mount("coevo-root", point, "tmpfs", flags, "size=4k,nr_inodes=8,mode=0755") != 0:
+        return False
+    old_root = os.path.join(point, "old-root")
+    os.mkdir(old_root)
+    if _LIBC.syscall(_SYS_PIVOT_ROOT, point.encode(), old_root.encode()) != 0:
+        _LIBC.umount2(point.encode(), _MNT_DETACH)
+        return False
+    os.chdir("/")
+    if _LIBC.umount2(b"/old-root", _MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), "could not detach the old root")
+    os.rmdir("/old-root")
+    if _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags) != 0:
+        raise OSError(ctypes.get_errno(), "could not make the empty root read-only")
+    return True
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> int:
+    encode = lambda text: text.encode() if text is not None else None  # noqa: E731
+    return _LIBC.mount(encode(source), encode(target), encode(fstype), flags, encode(data))
+
+
+def erase_environment() -> None:
+    """Empty the environment, including the copy the kernel placed on the stack at exec.
+
+    Unsetting the variables only unlinks them: their original text stays in memory (and in
+    /proc/PID/environ), where code with raw memory access could still read it. Zeroing it
+    leaves nothing for any child to inherit.
+    """
+    environ = ctypes.POINTER(ctypes.c_void_p).in_dll(_LIBC, "environ")
+    addresses = []
+    while environ[len(addresses)]:
+        addresses.append(environ[len(addresses)])
+    os.environ.clear()
+    for address in addresses:
+        ctypes.memset(address, 0, _LIBC.strlen(ctypes.c_void_p(address)))
 
 
 def become_subreaper() -> None:
@@ -56,16 +147,27 @@ def apply_limits(memory_mb: int, cpu_seconds: float, file_bytes: int) -> None:
 
 def forbid_privilege_gain() -> None:
     """No execve by this process or any descendant can gain privileges (the flag is inherited and
-    cannot be cleared). Set once in the fork server: each prctl through ctypes costs a child ~30 us."""
+    cannot be cleared); it is also what lets an unprivileged process install a seccomp filter.
+    Set once in the fork server: each prctl through ctypes costs a child ~30 us."""
     _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
-def drop_privileges() -> None:
-    """As root, become nobody; then die with the parent and refuse ptrace (no new privileges is
-    inherited from the fork server, see ``forbid_privilege_gain``)."""
-    if os.geteuid() == 0:
+def drop_privileges(own_uid: bool) -> None:
+    """Become a user no other process is (or, in a user namespace, drop every capability); then die
+    with the fork server and refuse to be traced or dumped."""
+    if own_uid:
+        uid = CANDIDATE_UID_BASE + os.getpid()
         os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    else:
+        _drop_capabilities()
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
     _LIBC.prctl(_PR_SET_DUMPABLE, 0)
+
+
+def _drop_capabilities() -> None:
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: empty, for both 32-bit halves
+    if _LIBC.syscall(_SYS_CAPSET, header, data) != 0 and ctypes.get_errno() != errno.EPERM:
+        raise OSError(ctypes.get_errno(), "could not drop capabilities")

@@ -11,6 +11,8 @@ concurrent ``run`` calls.
 from __future__ import annotations
 
 import collections
+import json
+import logging
 import os
 import pickle
 import select
@@ -39,12 +41,23 @@ _MIN_BATCH = 16
 """Children forked per batch at the least: the fork server's own page copies after a fork are
 shared by the whole batch (16: 36 copied pages per candidate, against 49 with 8), while each waiting
 spare holds about 0.7 MB (its copied pages and page tables), 20 MB for the up to 31 spares."""
+_INHERITED_ENV_PREFIXES = ("OPENBLAS_", "OMP_", "MKL_", "LANG", "LC_", "TZ")
 _FORK_SERVER_ENV = {
     **dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1"),  # one core per candidate
     # Resolve every shared-library symbol once in the fork server, not lazily in each child
     # (a lazy binding writes the symbol table: one more page copied per child).
     "LD_BIND_NOW": "1",
 }
+
+
+log = logging.getLogger(__name__)
+_WARNED_LAYERS: set[str] = set()
+
+
+MAX_CANDIDATE_BYTES = 256 << 20
+"""Most bytes one candidate may send in all, whatever its frames."""
+_SOLUTION_KEYS = (frozenset({"index", "solution", "at"}), frozenset({"index", "solution", "at", "done"}))
+_FAILURE_KEYS = frozenset({"invalid", "error", "violation"})
 
 
 class SandboxError(Exception):
@@ -96,7 +109,7 @@ class Sandbox:
     ``parallel`` is how many ``run`` calls may be in flight at once; a batch covers them all.
     """
 
-    def __init__(self, task: Task, payload: InstancePayload, parallel: int = 1) -> None:
+    def __init__(self, task: Task, payload: InstancePayload, parallel: int = 1, python_guards: bool = True) -> None:
         if parallel < 1:
             raise ValueError(f"parallel must be at least 1, got {parallel}")
         self._task_ref = (type(task).__module__, type(task).__qualname__)
@@ -106,6 +119,9 @@ class Sandbox:
         self._process: subprocess.Popen[bytes] | None = None
         self._spares: collections.deque[_Child] = collections.deque()
         self._lock = threading.Lock()
+        self._python_guards = python_guards
+        self.layers: dict[str, bool | str] = {}
+        """The kernel layers the running fork server holds: True, False, or why not (its greeting)."""
 
     def __enter__(self) -> Self:
         return self
@@ -149,43 +165,95 @@ class Sandbox:
         except (SyntaxError, ValueError) as error:
             return Outcome((), pyast.unparsable_reason(error), None)
         with self._lock:
-            control = self._started_control()
-            if len(self._spares) < self._batch:  # keep at least a batch forked ahead
-                self._spares.extend(_Child.fork_many(control, self._batch))
-            child = self._spares.popleft()
+            child = self._next_child()
         try:
             supervisor = _Supervisor(child, self._payload.count, limits, time.monotonic())
             return supervisor.run(job.encode())
         finally:
             child.close()
 
+    def _next_child(self) -> _Child:
+        """A forked child waiting for its job; a fork server found dead is replaced, once."""
+        for attempt in (1, 2):
+            control = self._started_control()
+            try:
+                if len(self._spares) < self._batch:  # keep at least a batch forked ahead
+                    self._spares.extend(_Child.fork_many(control, self._batch))
+            except SandboxError:
+                if attempt == 2:
+                    raise
+                self._process.kill()  # its control socket is broken: replace it
+                self._discard_server()
+                continue
+            return self._spares.popleft()
+        raise AssertionError("unreachable")
+
     def _started_control(self) -> socket.socket:
+        """The control socket of a live fork server, starting one (again, if the last one died)."""
+        if self._process is not None and self._process.poll() is not None:
+            self._discard_server()  # its in-flight candidates see their channel close (see _exit_reason)
         if self._control is None:
-            parent_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            instances_fd = _in_memory_file(self._payload.data)
-            env = {**os.environ, **_FORK_SERVER_ENV, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-            try:
-                self._process = subprocess.Popen(
-                    [sys.executable, "-m", "coevo.evaluate.zygote", str(server_end.fileno()), str(instances_fd)]
-                    + list(self._task_ref),
-                    pass_fds=[server_end.fileno(), instances_fd],
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-            finally:
-                server_end.close()
-                os.close(instances_fd)
-            parent_end.settimeout(_ZYGOTE_START_SECONDS)
-            try:
-                greeting = parent_end.recv(16)
-            except OSError as error:
-                raise SandboxError(f"the fork server did not start: {error}") from None
-            if greeting != b"ready":
-                raise SandboxError(f"the fork server failed to start (exit code {self._process.poll()})")
-            parent_end.settimeout(None)
-            self._control = parent_end
+            self._control = self._start_server()
         return self._control
+
+    def _discard_server(self) -> None:
+        while self._spares:
+            self._spares.popleft().close()
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._process is not None:
+            self._process.wait()
+            self._process = None
+
+    def _start_server(self) -> socket.socket:
+        parent_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        instances_fd = _in_memory_file(self._payload.data)
+        guards = "on" if self._python_guards else "off"
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "coevo.evaluate.zygote", str(server_end.fileno()), str(instances_fd)]
+                + [*self._task_ref, guards],
+                pass_fds=[server_end.fileno(), instances_fd],
+                env=fork_server_environment(),
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            server_end.close()
+            os.close(instances_fd)
+        parent_end.settimeout(_ZYGOTE_START_SECONDS)
+        try:
+            greeting = parent_end.recv(4096)
+        except OSError as error:
+            parent_end.close()
+            raise SandboxError(f"the fork server did not start: {error}") from None
+        if not greeting.startswith(b"ready"):
+            parent_end.close()
+            raise SandboxError(f"the fork server failed to start (exit code {self._process.poll()})")
+        parent_end.settimeout(None)
+        self.layers = json.loads(greeting[len(b"ready") :])
+        _warn_missing_layers(self.layers)
+        return parent_end
+
+
+def fork_server_environment() -> dict[str, str]:
+    """The fork server's environment: what Python and the numeric libraries need, nothing else.
+
+    The parent's own variables (keys, tokens, paths) never reach the fork server, and the fork
+    server clears even these before any child starts.
+    """
+    kept = {name: value for name, value in os.environ.items() if name.startswith(_INHERITED_ENV_PREFIXES)}
+    return {**kept, **_FORK_SERVER_ENV, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
+def _warn_missing_layers(layers: dict[str, bool | str]) -> None:
+    """Say once per process which kernel layer this machine could not provide, and why."""
+    for name, held in layers.items():
+        if held is not True and name not in _WARNED_LAYERS:
+            _WARNED_LAYERS.add(name)
+            detail = f": {held}" if isinstance(held, str) else ""
+            log.warning("sandbox: the kernel layer %r is not available on this machine%s", name, detail)
 
 
 def _in_memory_file(data: bytes) -> int:
@@ -208,6 +276,8 @@ class _Child:
         self.conn, self.status_read = conn, status_read
         self.pid: int | None = None
         self.exit_status: int | None = None
+        self.server_gone = False
+        """The fork server closed this child's status pipe without reporting its exit: it died."""
 
     @classmethod
     def fork_many(cls, control: socket.socket, count: int) -> list[_Child]:
@@ -232,8 +302,12 @@ class _Child:
     def read_status(self, timeout: float) -> None:
         """Read the fork server's next record (the pid, then the exit status), if due in time."""
         ready, _, _ = select.select([self.status_read], [], [], timeout)
-        record = os.read(self.status_read, STATUS_RECORD.size) if ready else b""
-        if len(record) == STATUS_RECORD.size:
+        if not ready:
+            return
+        record = os.read(self.status_read, STATUS_RECORD.size)
+        if not record:
+            self.server_gone = True
+        elif len(record) == STATUS_RECORD.size:
             kind, value = STATUS_RECORD.unpack(record)
             if kind == b"P":
                 self.pid = value
@@ -266,6 +340,8 @@ class _Supervisor:
         self.loaded = False
         """The candidate's module ran: later failures belong to an instance."""
         self.child_closed = False
+        self.received = 0
+        """Bytes read from the child so far (capped by MAX_CANDIDATE_BYTES)."""
 
     def run(self, job: bytes) -> Outcome:
         try:
@@ -273,8 +349,8 @@ class _Supervisor:
             self._watch()
         except ChannelError as error:
             self._fail(str(error))
-        except (ValueError, TypeError) as error:
-            self._fail(f"the child sent a malformed message: {error}")
+        except Exception as error:  # noqa: BLE001 - whatever the child sends, the verdict is ours
+            self._fail(f"the child sent a malformed message: {type(error).__name__}: {str(error)[:200]}")
         finally:
             self._kill_and_reap()
         if self.failure is None and not self.done:
@@ -334,7 +410,8 @@ class _Supervisor:
         return True
 
     def _read_messages(self) -> None:
-        while True:
+        """Read what the child has sent so far; a chatty child cannot keep this loop from a deadline."""
+        while not self._finished():
             try:
                 chunk = self.conn.recv(1 << 20)
             except BlockingIOError:
@@ -342,30 +419,40 @@ class _Supervisor:
             if not chunk:  # every copy of the child's end is closed: it has exited
                 self.child_closed = True
                 return
+            self.received += len(chunk)
+            if self.received > MAX_CANDIDATE_BYTES:
+                raise ChannelError(f"the child sent more than {MAX_CANDIDATE_BYTES >> 20} MiB")
             for message in self.reader.feed(chunk):
                 self._handle(message)
+            if time.monotonic() >= min(self.candidate_deadline, self.instance_deadline):
+                return  # _watch judges the deadline
 
     def _handle(self, message: dict[str, Any]) -> None:
-        if "solution" in message:
-            if message.get("index") != len(self.solutions) or len(self.solutions) >= self.count:
+        """Judge one message. Each must move the run forward: a repeated or stray one is an error."""
+        keys = frozenset(message)
+        if keys in _SOLUTION_KEYS:
+            index, at = message["index"], message["at"]
+            if not self.loaded or type(index) is not int or index != len(self.solutions) or index >= self.count:
                 raise ChannelError("the child reported solutions out of order")
+            if type(at) not in (int, float):
+                raise ChannelError("the child sent a solution without a valid time")
             # The child's clock is the machine's monotonic clock; clamp it so it cannot lie.
-            finished = min(max(float(message.get("at", 0.0)), self.last_progress), time.monotonic())
+            finished = min(max(float(at), self.last_progress), time.monotonic())
             if self._fail_if_past(finished):  # read late, but the instance overran all the same
                 return
             self.solutions.append(decode_solution(message["solution"]))
             self.last_progress = finished
             self.instance_deadline = finished + self.limits.instance_seconds
             self.done = message.get("done") is True and len(self.solutions) == self.count
-        elif "loaded" in message:
+        elif message == {"loaded": True} and not self.loaded:
             self.loaded = True
-        elif "done" in message:
-            self.done = len(self.solutions) == self.count
-        elif "invalid" in message or "error" in message or "violation" in message:
-            reason = message.get("invalid") or message.get("error") or message.get("violation")
-            self._fail(str(reason)[:500])
+        elif message == {"done": True} and self.loaded and self.count == 0:
+            self.done = True
+        elif len(keys) in (1, 2) and keys - {"index"} <= _FAILURE_KEYS and len(keys - {"index"}) == 1:
+            (kind,) = keys - {"index"}
+            self._fail(str(message[kind])[:500])
         else:
-            raise ChannelError(f"the child sent an unknown message {sorted(message)}")
+            raise ChannelError(f"the child sent an unexpected message {sorted(message)[:5]}")
 
     def _kill_and_reap(self) -> None:
         """SIGKILL the child's group; after a failure, wait until the fork server has reaped it.
@@ -388,6 +475,8 @@ class _Supervisor:
     def _exit_reason(self) -> str:
         progress = f"after {len(self.solutions)} of {self.count} instances"
         status = self.child.exit_status
+        if status is None and self.child.server_gone:
+            return f"the sandbox's fork server died {progress}"
         if status is None:
             return f"the fork server did not report how the candidate process ended {progress}"
         if os.WIFSIGNALED(status):

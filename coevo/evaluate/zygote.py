@@ -7,12 +7,18 @@ candidate code itself, and tells the parent each child's pid (so the parent can 
 and exit status (so a verdict can name the signal). It is a child subreaper: anything a
 candidate leaves behind is re-parented here and reaped.
 
+Once everything is loaded it confines itself, and so every child (``isolation.confine_server``):
+private network, mount and IPC namespaces with an empty, read-only root (so a candidate sees no
+file at all and can write none: there is nothing to clean up after it), no environment variables,
+and a seccomp filter (``seccomp.py``) refusing the system calls a heuristic never needs. The
+parent hears which layers it got in the greeting.
+
 A fork is cheap only while little memory is written afterwards: every page that this process or
 a child writes after the fork is copied first. Hence ``gc.freeze``, the disabled threading
 reset, and forking children in batches with no bookkeeping between the forks.
 
-Run as ``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS``; INSTANCES_FD holds
-the pickled instances.
+Run as ``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS GUARDS``; INSTANCES_FD
+holds the pickled instances; GUARDS is ``on``, or ``off`` to test the kernel layers alone.
 """
 
 from __future__ import annotations
@@ -20,45 +26,83 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import json
 import os
 import pickle
 import select
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD
 from coevo.evaluate.child import Prepared, run_child
-from coevo.evaluate.isolation import NOBODY, become_subreaper, enter_empty_network_namespace, forbid_privilege_gain
+from coevo.evaluate.isolation import become_subreaper, confine_server, erase_environment, forbid_privilege_gain
 from coevo.evaluate.policy import PRELOADED_MODULES
+from coevo.evaluate.seccomp import DENIED_SYSCALLS, SeccompUnavailable, SyscallFilter
 
-WORKDIR_ROOT = "/dev/shm" if os.access("/dev/shm", os.W_OK | os.X_OK) else tempfile.gettempdir()
-"""Where the candidates' working directories go: memory-backed where the machine has it. The fork
-server creates and removes hundreds a second; on a journaling disk each pair costs it about 80 us of
-CPU and 240 us of wall time, on tmpfs 20 us. Size does not matter: the audit hook refuses every
-``open``, so a candidate writes nothing there."""
+SERVER_SYSCALLS = frozenset({"fork", "clone", "clone3", "kill", "tgkill"})
+"""What the fork server itself still needs of the denied calls: forking children, killing them."""
 
 
-def main(control_fd: int, instances_fd: int, module_name: str, class_name: str) -> None:
+def main(control_fd: int, instances_fd: int, module_name: str, class_name: str, guards: str) -> None:
     for name in PRELOADED_MODULES:
         importlib.import_module(name)
     task = getattr(importlib.import_module(module_name), class_name)()
     with os.fdopen(instances_fd, "rb") as instances:
-        prepared = Prepared.build(task, pickle.load(instances))  # pickled by the trusted parent
-    enter_empty_network_namespace()
+        prepared = Prepared.build(task, pickle.load(instances), python_guards=guards == "on")
+    stdio = os.open(os.devnull, os.O_RDWR)  # the children's stdin/out/err: their root has no /dev
+    filters = _compile_filters()  # before the empty root: libseccomp is loaded from disk
+    confinement = confine_server()
+    erase_environment()
     become_subreaper()
     forbid_privilege_gain()
+    layers = {**vars(confinement), "seccomp": _confine_system_calls(filters)}
     _skip_threading_reset_in_children()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)  # inherited by every child: these signals kill it
-    server = _ForkServer(socket.socket(fileno=control_fd), prepared)
+    shared_uid = not confinement.own_uids and layers["seccomp"] is True
+    child_filter = filters[1] if shared_uid and not isinstance(filters, str) else None
+    setup = _ChildSetup(stdio, confinement.own_uids, child_filter)
+    server = _ForkServer(socket.socket(fileno=control_fd), prepared, setup)
     gc.collect()
     gc.freeze()  # keep the preloaded heap shared copy-on-write with every child
-    server.serve()
+    server.serve(json.dumps(layers).encode())
+
+
+def _compile_filters() -> tuple[SyscallFilter, SyscallFilter] | str:
+    """The fork server's filter and the per-child one, or why libseccomp cannot build them.
+
+    The fork server keeps only what it needs to fork and kill children. Where children cannot
+    have uids of their own, each child also refuses those calls (``_ChildSetup.syscall_filter``).
+    """
+    try:
+        server = SyscallFilter(tuple(name for name in DENIED_SYSCALLS if name not in SERVER_SYSCALLS))
+        return server, SyscallFilter(tuple(sorted(SERVER_SYSCALLS)))
+    except SeccompUnavailable as error:
+        return str(error)
+
+
+def _confine_system_calls(filters: tuple[SyscallFilter, SyscallFilter] | str) -> bool | str:
+    """Install the fork server's filter, which every child inherits: True, or why not."""
+    if isinstance(filters, str):
+        return filters
+    try:
+        filters[0].install()
+    except OSError as error:
+        return str(error)
+    return True
+
+
+@dataclass(frozen=True)
+class _ChildSetup:
+    """What ``run_child`` needs from the fork server to finish a child's confinement."""
+
+    stdio: int
+    own_uid: bool
+    syscall_filter: SyscallFilter | None
 
 
 def _skip_threading_reset_in_children() -> None:
@@ -76,17 +120,17 @@ def _skip_threading_reset_in_children() -> None:
 class _ForkServer:
     """Forks children on request, reaps them on SIGCHLD, and reports both to the parent."""
 
-    def __init__(self, control: socket.socket, prepared: Prepared) -> None:
-        self.control, self.prepared = control, prepared
-        self.children: dict[int, tuple[int, str]] = {}
-        """pid -> (status pipe to the parent, working directory)."""
+    def __init__(self, control: socket.socket, prepared: Prepared, setup: _ChildSetup) -> None:
+        self.control, self.prepared, self.setup = control, prepared, setup
+        self.children: dict[int, int] = {}
+        """pid -> status pipe to the parent."""
         self.wake_read, self.wake_write = os.pipe()
         os.set_blocking(self.wake_write, False)
 
-    def serve(self) -> None:
+    def serve(self, layers: bytes) -> None:
         signal.set_wakeup_fd(self.wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        self.control.send(b"ready")
+        self.control.send(b"ready" + layers)
         try:
             while True:
                 readable, _, _ = select.select([self.control, self.wake_read], [], [])
@@ -108,23 +152,22 @@ class _ForkServer:
         for the whole batch, before and after the forks, not between them.
         """
         pairs = list(zip(fds[::2], fds[1::2]))
-        workdirs = [_new_workdir() for _ in pairs]
         with _signals_as_children_need_them():
-            pids = [self._fork(conn_fd, workdir) for (conn_fd, _), workdir in zip(pairs, workdirs)]
-        for pid, (conn_fd, status_fd), workdir in zip(pids, pairs, workdirs):
+            pids = [self._fork(conn_fd) for conn_fd, _ in pairs]
+        for pid, (conn_fd, status_fd) in zip(pids, pairs):
             try:
                 os.setpgid(pid, pid)  # also done by the child; whichever runs first closes the kill race
             except OSError:
                 pass
             os.close(conn_fd)
-            self.children[pid] = (status_fd, workdir)
+            self.children[pid] = status_fd
             _report(status_fd, b"P", pid)
         self._reap()  # children that ended while SIGCHLD was not handled
 
-    def _fork(self, conn_fd: int, workdir: str) -> int:
+    def _fork(self, conn_fd: int) -> int:
         pid = os.fork()
         if pid == 0:
-            run_child(conn_fd, self.prepared, workdir)  # closes every descriptor but conn_fd
+            run_child(conn_fd, self.prepared, self.setup)  # closes every descriptor but conn_fd
         return pid
 
     def _reap(self) -> None:
@@ -136,22 +179,20 @@ class _ForkServer:
             if pid == 0:
                 return
             if pid in self.children:
-                status_fd, workdir = self.children.pop(pid)
+                status_fd = self.children.pop(pid)
                 _kill_group(pid)  # nothing the candidate started may outlive it
-                _remove_workdir(workdir)  # before reporting: "reaped" means "gone"
                 _report(status_fd, b"X", status)
                 os.close(status_fd)
 
     def _shut_down(self) -> None:
-        """Kill every child still alive (running or spare), reap it, remove its directory."""
+        """Kill every child still alive (running or spare) and reap it."""
         for pid in self.children:
             _kill_group(pid)
-        for pid, (status_fd, workdir) in self.children.items():
+        for pid, status_fd in self.children.items():
             try:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
-            _remove_workdir(workdir)
             os.close(status_fd)
 
 
@@ -171,21 +212,6 @@ def _signals_as_children_need_them() -> Iterator[None]:
         signal.signal(signal.SIGCHLD, handler)
 
 
-def _new_workdir() -> str:
-    workdir = tempfile.mkdtemp(prefix="coevo-candidate-", dir=WORKDIR_ROOT)
-    if os.geteuid() == 0:
-        os.chown(workdir, NOBODY, NOBODY)
-    return workdir
-
-
-def _remove_workdir(workdir: str) -> None:
-    """Most candidates write nothing: one rmdir then, a full tree walk only when it is needed."""
-    try:
-        os.rmdir(workdir)
-    except OSError:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
 def _report(status_fd: int, kind: bytes, value: int) -> None:
     try:
         os.write(status_fd, STATUS_RECORD.pack(kind, value))
@@ -201,4 +227,4 @@ def _kill_group(pid: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
