@@ -166,22 +166,38 @@ def test_gap_uses_shipped_references(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.gap_pct == pytest.approx(gap_pct(smallest_values(), references))
 
 
-def test_code_generating_helpers_work_in_the_sandbox(evaluator: Evaluator) -> None:
+def test_standard_library_helpers_work_in_the_sandbox(evaluator: Evaluator) -> None:
     code = (
-        "import collections, dataclasses, heapq, itertools, math, statistics, operator, random\n"
+        "import collections, enum, functools, heapq, itertools, math, statistics, operator, random\n"
         "import numpy as np\n\n"
-        "Pair = collections.namedtuple('Pair', 'value index')\n\n"
-        "@dataclasses.dataclass(frozen=True)\n"
-        "class Best:\n    index: int\n\n"
+        "class Colour(enum.Enum):\n    RED = 1\n\n"
+        "class Pair:\n    def __init__(self, value, index):\n        self.value, self.index = value, index\n\n"
+        "    def __lt__(self, other):\n        return self.value < other.value\n\n"
+        "@functools.lru_cache(maxsize=None)\n"
+        "def square(x):\n    return x * x\n\n"
         "def pick(values):\n"
         "    pairs = [Pair(float(v), i) for i, v in enumerate(values)]\n"
         "    heapq.heapify(pairs)\n"
         "    assert math.isfinite(statistics.mean(values)) and np.random.default_rng(1).random() < 1\n"
-        "    return Best(operator.attrgetter('index')(pairs[0])).index\n"
+        "    assert Colour(1) is Colour.RED and square(3) == 9 and collections.Counter('aab')['a'] == 2\n"
+        "    return operator.attrgetter('index')(pairs[0])\n"
     )
     result = evaluator.evaluate(code)
     assert result.valid, result.reason
     assert result.per_instance == pytest.approx(smallest_values())
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import collections\nP = collections.namedtuple('P', 'a b')\n",
+        "from dataclasses import dataclass\n",
+        "import typing\nclass P(typing.NamedTuple):\n    a: int\n",
+    ],
+)
+def test_code_generating_helpers_are_refused_with_a_clear_reason(evaluator: Evaluator, code: str) -> None:
+    result = evaluator.evaluate(code + "\ndef pick(values):\n    return 0\n")
+    assert not result.valid and "generates code at run time" in result.reason
 
 
 def test_channel_round_trips_plain_data_only() -> None:

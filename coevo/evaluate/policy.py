@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import string
 
 from coevo import pyast
 
@@ -117,9 +118,34 @@ _UNREACHABLE_MODULES = frozenset(
         "runpy",
         "pty",
         "glob",
+        "bltns",  # enum's alias of builtins
+        "contextlib",
+        "warnings",
+        "ctypeslib",
+        "as_strided",  # numpy's unchecked strides: a view of raw memory
     }
 )
-"""Module names that, used as an attribute (``np.lib.format.os``), reach past the import check."""
+"""Names that, used as an attribute (``np.lib.format.os``), reach past the import check: modules
+outside the allowed ones, and numpy's routes to raw memory."""
+
+CODE_GENERATORS: frozenset[str] = frozenset({"namedtuple", "dataclass", "make_dataclass", "NamedTuple"})
+"""Standard-library helpers that compile source text at run time, which the sandbox refuses."""
+
+ALLOWED_DUNDER_METHODS: frozenset[str] = frozenset(
+    {
+        "__init__", "__post_init__", "__repr__", "__str__", "__hash__", "__bool__", "__len__",
+        "__iter__", "__next__", "__reversed__", "__contains__", "__getitem__", "__setitem__", "__delitem__",
+        "__call__", "__enter__", "__exit__",
+        "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+        "__neg__", "__pos__", "__abs__", "__int__", "__float__", "__index__", "__round__",
+        "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__mul__", "__rmul__",
+        "__imul__", "__truediv__", "__rtruediv__", "__itruediv__", "__floordiv__", "__rfloordiv__",
+        "__mod__", "__rmod__", "__pow__", "__rpow__", "__matmul__", "__rmatmul__",
+        "__and__", "__or__", "__xor__", "__invert__", "__lshift__", "__rshift__",
+    }
+)  # fmt: skip
+"""Special methods a candidate's class may define: arithmetic, comparison, containers. Hooks into
+attribute lookup, descriptors, class creation, pickling and numpy's buffer protocols are not."""
 
 _DUNDER = re.compile(r"^__\w+__$")
 _ALLOWED_DUNDER_NAMES = frozenset({"__name__"})
@@ -130,13 +156,23 @@ class RejectedCode(Exception):
 
 
 def module_allowed(name: str) -> bool:
-    """True when a dotted module name lies inside an allowed top-level package."""
-    return name.split(".")[0] in ALLOWED_MODULES
+    """True when a dotted module name lies inside an allowed top-level package, and not in one of
+    its parts that reach past it (``numpy.ctypeslib``)."""
+    top, *parts = name.split(".")
+    return top in ALLOWED_MODULES and not any(part in _UNREACHABLE_MODULES for part in parts)
 
 
 def attribute_allowed(name: str) -> bool:
     """True when ``obj.name`` cannot reach private state, introspection, or a forbidden module."""
     return not (name.startswith("_") or name in INTROSPECTION_ATTRIBUTES or name in _UNREACHABLE_MODULES)
+
+
+def format_fields(text: str) -> list[str]:
+    """The replacement fields of ``text`` read as a ``str.format`` template ([] if it is not one)."""
+    try:
+        return [field for _, field, _, _ in string.Formatter().parse(text) if field]
+    except ValueError:
+        return []
 
 
 def check_code(code: str, function_name: str) -> None:
@@ -164,19 +200,19 @@ def _imported_names(tree: ast.Module) -> frozenset[str]:
 
 
 def _node_problem(node: ast.AST, module_aliases: frozenset[str]) -> str | None:
-    if isinstance(node, ast.Import):
-        for alias in node.names:
-            if not module_allowed(alias.name):
-                return f"import of {alias.name!r} is not allowed"
-    elif isinstance(node, ast.ImportFrom):
-        if node.level:
-            return "relative imports are not allowed"
-        if not module_allowed(node.module or ""):
-            return f"import of {node.module!r} is not allowed"
-        for alias in node.names:
-            if alias.name != "*" and not attribute_allowed(alias.name):
-                return f"importing {alias.name!r} from {node.module!r} is not allowed"
-    elif isinstance(node, ast.Name):
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return _import_problem(node)
+    if isinstance(node, ast.MatchClass):
+        refused = [name for name in node.kwd_attrs if not attribute_allowed(name)]
+        return f"matching on attribute {refused[0]!r} is not allowed" if refused else None
+    if isinstance(node, ast.FunctionDef) and _DUNDER.match(node.name) and node.name not in ALLOWED_DUNDER_METHODS:
+        return f"defining the special method {node.name!r} is not allowed"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _string_problem(node.value)
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    if name in CODE_GENERATORS:
+        return _generates_code(name)
+    if isinstance(node, ast.Name):
         if node.id in FORBIDDEN_NAMES:
             return f"use of {node.id!r} is not allowed"
         if _DUNDER.match(node.id) and node.id not in _ALLOWED_DUNDER_NAMES:
@@ -186,10 +222,38 @@ def _node_problem(node: ast.AST, module_aliases: frozenset[str]) -> str | None:
             return f"access to attribute {node.attr!r} is not allowed"
         if isinstance(node.ctx, (ast.Store, ast.Del)) and _root_name(node) in module_aliases:
             return f"modifying module {_root_name(node)!r} (monkeypatching) is not allowed"
-    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _DUNDER.match(node.value):
-        return f"string {node.value!r} names a dunder attribute, which is not allowed"
     elif isinstance(node, (ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
         return "async code is not allowed"
+    return None
+
+
+def _import_problem(node: ast.Import | ast.ImportFrom) -> str | None:
+    if isinstance(node, ast.ImportFrom) and node.level:
+        return "relative imports are not allowed"
+    modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [alias.name for alias in node.names]
+    for module in modules:
+        if not module_allowed(module) or not all(attribute_allowed(part) for part in module.split(".")[1:]):
+            return f"import of {module!r} is not allowed"
+    for alias in node.names:
+        if isinstance(node, ast.ImportFrom) and alias.name != "*" and not attribute_allowed(alias.name):
+            return f"importing {alias.name!r} from {node.module!r} is not allowed"
+        if isinstance(node, ast.ImportFrom) and alias.name in CODE_GENERATORS:
+            return _generates_code(alias.name)
+        if alias.asname and _DUNDER.match(alias.asname):
+            return f"importing as the dunder name {alias.asname!r} is not allowed"
+    return None
+
+
+def _generates_code(name: str) -> str:
+    return f"{name} generates code at run time, which the sandbox refuses; use a tuple or a plain class"
+
+
+def _string_problem(text: str) -> str | None:
+    if _DUNDER.match(text):
+        return f"string {text!r} names a dunder attribute, which is not allowed"
+    for field in format_fields(text):
+        if "." in field or "[" in field:
+            return f"format field {{{field}}} reaches into an object, which is not allowed"
     return None
 
 
