@@ -147,7 +147,7 @@ def proc_status(pid: int, field: str) -> str:
 
 def test_corpus_is_large_and_annotated() -> None:
     names = {case.name for case in CORPUS}
-    assert len(names) >= 40
+    assert len(names) >= 100
     assert all(case.expect.strip() for case in CORPUS)
 
 

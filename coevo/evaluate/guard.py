@@ -23,7 +23,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from coevo.evaluate.policy import FORBIDDEN_NAMES, attribute_allowed, module_allowed
+from coevo.evaluate.policy import FORBIDDEN_NAMES, REFUSED_HELPERS, attribute_allowed, module_allowed
 
 EXIT_VIOLATION = 86
 
@@ -152,12 +152,14 @@ def _tripwire(reason: str, violation: Violation) -> Callable[..., NoReturn]:
     return _sealed(refused)
 
 
-_CODE_GENERATORS = {
+_REFUSED_MEMBERS = {
     collections: ("namedtuple",),
     dataclasses: ("dataclass", "make_dataclass"),
     typing: ("NamedTuple",),
+    string: ("Formatter",),
 }
-"""Helpers that compile source text at run time (refused by the audit hook in any case)."""
+"""Where the helpers of ``REFUSED_HELPERS`` live (code generation is refused by the audit hook
+in any case; these tripwires give the reason)."""
 
 
 def _safe_module_views(
@@ -189,11 +191,11 @@ def _safe_module_views(
     replacements: dict[types.ModuleType, dict[str, Any]] = {
         operator: {"attrgetter": _sealed(guarded_attrgetter), "methodcaller": _sealed(guarded_methodcaller)},
         functools: {"update_wrapper": _sealed(guarded_update_wrapper), "wraps": _sealed(guarded_wraps)},
-        string: {"Formatter": _tripwire("string.Formatter refused at run time (it resolves fields to objects)", violation)},
     }
-    for module, names in _CODE_GENERATORS.items():
-        reason = f"{module.__name__}.{{}} refused at run time (it generates code at run time)"
-        replacements.setdefault(module, {}).update({name: _tripwire(reason.format(name), violation) for name in names})
+    for module, names in _REFUSED_MEMBERS.items():
+        replacements.setdefault(module, {}).update(
+            {name: _tripwire(f"{module.__name__}.{name} {REFUSED_HELPERS[name]}", violation) for name in names}
+        )
     views = {}
     for module, members in replacements.items():
         view = types.ModuleType(module.__name__, module.__doc__)

@@ -128,8 +128,15 @@ _UNREACHABLE_MODULES = frozenset(
 """Names that, used as an attribute (``np.lib.format.os``), reach past the import check: modules
 outside the allowed ones, and numpy's routes to raw memory."""
 
-CODE_GENERATORS: frozenset[str] = frozenset({"namedtuple", "dataclass", "make_dataclass", "NamedTuple"})
-"""Standard-library helpers that compile source text at run time, which the sandbox refuses."""
+REFUSED_HELPERS: dict[str, str] = {
+    **dict.fromkeys(
+        ("namedtuple", "dataclass", "make_dataclass", "NamedTuple"),
+        "generates code at run time, which the sandbox refuses; use a tuple or a plain class",
+    ),
+    "Formatter": "resolves format fields to objects, which the sandbox refuses; use str.format",
+}
+"""Standard-library helpers a candidate may not name, and why: they compile source text at run
+time, or hand out the objects that format fields name."""
 
 ALLOWED_DUNDER_METHODS: frozenset[str] = frozenset(
     {
@@ -210,8 +217,8 @@ def _node_problem(node: ast.AST, module_aliases: frozenset[str]) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return _string_problem(node.value)
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-    if name in CODE_GENERATORS:
-        return _generates_code(name)
+    if name in REFUSED_HELPERS:
+        return f"{name} {REFUSED_HELPERS[name]}"
     if isinstance(node, ast.Name):
         if node.id in FORBIDDEN_NAMES:
             return f"use of {node.id!r} is not allowed"
@@ -237,15 +244,11 @@ def _import_problem(node: ast.Import | ast.ImportFrom) -> str | None:
     for alias in node.names:
         if isinstance(node, ast.ImportFrom) and alias.name != "*" and not attribute_allowed(alias.name):
             return f"importing {alias.name!r} from {node.module!r} is not allowed"
-        if isinstance(node, ast.ImportFrom) and alias.name in CODE_GENERATORS:
-            return _generates_code(alias.name)
+        if isinstance(node, ast.ImportFrom) and alias.name in REFUSED_HELPERS:
+            return f"{alias.name} {REFUSED_HELPERS[alias.name]}"
         if alias.asname and _DUNDER.match(alias.asname):
             return f"importing as the dunder name {alias.asname!r} is not allowed"
     return None
-
-
-def _generates_code(name: str) -> str:
-    return f"{name} generates code at run time, which the sandbox refuses; use a tuple or a plain class"
 
 
 def _string_problem(text: str) -> str | None:
