@@ -7,8 +7,6 @@ import json
 import marshal
 import math
 import os
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,14 +17,16 @@ import psutil
 import pytest
 
 from coevo.evaluate import Evaluator, Limits
-from coevo.evaluate.channel import STATUS_RECORD, ChannelError, FrameReader, decode_solution, encode_solution, frame
+from coevo.evaluate.channel import ChannelError, FrameReader, decode_solution, encode_solution, frame
 from coevo.evaluate.child import Job
 from coevo.evaluate.evaluator import JSON_FIELDS
 from coevo.evaluate.probe import ProbeTask
-from coevo.evaluate.sandbox import InstancePayload, Outcome, Sandbox, _Child, _Supervisor
+from coevo.evaluate.sandbox import InstancePayload, Sandbox
 from tasks import TASK_NAMES, get_task
 from tasks.base import InstanceGroup, InvalidSolution
 from tasks.references import gap_pct
+
+from stand_in_child import supervise_late
 
 LIMITS = Limits(instance_seconds=3.0, candidate_seconds=5.0, memory_mb=512)
 SEED = ProbeTask().seed_code()
@@ -248,39 +248,19 @@ def test_large_instance_sets_reach_every_child() -> None:
     assert [result.per_instance for result in results] == [pytest.approx(expected)] * 2
 
 
-def _supervise_late(messages: list[dict[str, object]], count: int, limits: Limits) -> Outcome:
-    """Supervise a stand-in child whose messages were all sent before the parent looks at them, as
-    when the parent wakes long after a deadline; the child's clock starts 10 s in the past."""
-    started = time.monotonic() - 10.0
-    stand_in = subprocess.Popen(["sleep", "30"], start_new_session=True)  # what the kill hits
-    parent_end, child_end = socket.socketpair()
-    status_read, status_write = os.pipe()
-    try:
-        os.write(status_write, STATUS_RECORD.pack(b"P", stand_in.pid) + STATUS_RECORD.pack(b"X", 9))  # pid, killed
-        for message in messages:
-            at = message.get("at")
-            child_end.sendall(frame({**message, "at": started + at} if at is not None else message))
-        supervisor = _Supervisor(_Child(parent_end, status_read), count, limits, started)
-        return supervisor.run(b"")
-    finally:
-        child_end.close()
-        os.close(status_write)
-        stand_in.wait()
-
-
 def test_progress_sent_before_a_deadline_counts_however_late_the_parent_reads_it() -> None:
     limits = Limits(instance_seconds=1.0, candidate_seconds=5.0)
     solved = [{"loaded": True}, {"index": 0, "solution": 0, "at": 0.6}, {"index": 1, "solution": 1, "at": 1.2, "done": True}]
-    on_time = _supervise_late(solved, 2, limits)
+    on_time = supervise_late(solved, 2, limits)
     assert on_time.failure is None and on_time.solutions == (0, 1)
     # Judged by the child's timestamps: an instance that overran fails even when read late ...
-    overran = _supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": 1.7, "done": True}], 2, limits)
+    overran = supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": 1.7, "done": True}], 2, limits)
     assert overran.failure == "timed out (per-instance limit 1 s)" and overran.failed_index == 1
     # ... and silence past the deadline is a timeout of the instance after the last progress.
-    stalled = _supervise_late(solved[:2], 2, limits)
+    stalled = supervise_late(solved[:2], 2, limits)
     assert stalled.failure == "timed out (per-instance limit 1 s)" and stalled.failed_index == 1
     tight = Limits(instance_seconds=1.0, candidate_seconds=1.4)
-    late_finish = _supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": 1.5, "done": True}], 2, tight)
+    late_finish = supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": 1.5, "done": True}], 2, tight)
     assert late_finish.failure == "exceeded the per-candidate time limit of 1.4 s after 1 of 2 instances"
 
 
@@ -291,7 +271,7 @@ def test_a_child_that_keeps_its_channel_open_is_read_long_before_any_deadline() 
     limits = Limits(instance_seconds=30.0, candidate_seconds=60.0)
     messages = [{"loaded": True}, {"index": 0, "solution": 7, "at": 10.0, "done": True}]
     start = time.monotonic()
-    outcome = _supervise_late(messages, 1, limits)
+    outcome = supervise_late(messages, 1, limits)
     assert outcome.failure is None and outcome.solutions == (7,)
     assert time.monotonic() - start < 5.0
 

@@ -212,3 +212,22 @@ def test_closing_the_evaluator_stops_the_fork_server() -> None:
     server = psutil.Process(evaluator.sandbox.server_pid)
     evaluator.close()
     assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
+
+
+CROSS_ATTACKERS = ["fork_bomb", "memory_bomb_numpy", "loop_python", "os_exit", "stdout_flood", "signal_ignore_sigterm"]
+
+
+@pytest.mark.parametrize("attacker_first", [True, False], ids=["attacker-first", "normal-first"])
+@pytest.mark.parametrize("name", CROSS_ATTACKERS)
+def test_an_attacker_does_not_change_the_candidate_beside_it(
+    name: str, attacker_first: bool, evaluators: dict[str, Evaluator], traps: Traps
+) -> None:
+    evaluator = evaluators["runtime"]  # the static check off: the attacker really runs
+    normal = ProbeTask().seed_code()
+    alone = evaluator.evaluate(normal + f"# alone {traps.escaped_marker.name}\n")
+    attacker = traps.render((CORPUS_DIR / f"{name}.candidate").read_text())
+    beside = normal + f"# beside {traps.escaped_marker.name}\n"  # a distinct source: judged afresh
+    batch = [attacker, beside] if attacker_first else [beside, attacker]
+    results = dict(zip(batch, evaluator.evaluate_many(batch)))
+    assert not results[attacker].valid
+    assert results[beside].valid and results[beside].per_instance == alone.per_instance

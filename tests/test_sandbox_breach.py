@@ -168,3 +168,21 @@ def _gone_soon(evaluator: Evaluator, grace: float = 1.0) -> bool:
     while candidates_of(evaluator) and time.monotonic() < deadline:
         time.sleep(0.01)
     return candidates_of(evaluator) == []
+
+
+CROSS_ATTACKERS = ["leave_state", "signal_processes", "write_files", "spawn_processes", "fill_disk"]
+
+
+@pytest.mark.parametrize("attacker_first", [True, False], ids=["attacker-first", "normal-first"])
+@pytest.mark.parametrize("name", CROSS_ATTACKERS)
+def test_an_attacker_does_not_change_the_candidate_beside_it(
+    name: str, attacker_first: bool, evaluator: Evaluator, host: Host
+) -> None:
+    normal = ProbeTask().seed_code()
+    alone = evaluator.evaluate(normal + f"# alone {host.marker_name}\n")
+    attacker = host.render((BREACH_DIR / f"{name}.candidate").read_text())
+    beside = normal + f"# beside {host.marker_name}\n"  # a distinct source: judged afresh, not cached
+    batch = [attacker, beside] if attacker_first else [beside, attacker]
+    results = dict(zip(batch, evaluator.evaluate_many(batch)))
+    assert results[beside].valid and results[beside].per_instance == alone.per_instance
+    assert host.traces() == []
