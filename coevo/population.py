@@ -22,7 +22,7 @@ from coevo.operators.templates import PromptTemplates
 
 
 class Population:
-    """At most `size` valid candidates, best (lowest fitness) first."""
+    """At most `size` valid candidates, best (highest fitness) first."""
 
     def __init__(self, size: int, members: Iterable[Candidate] = ()) -> None:
         if size < 1:
@@ -33,7 +33,7 @@ class Population:
 
     def add(self, candidates: Iterable[Candidate]) -> None:
         """Merge valid candidates in, keeping the best `size` distinct ones (the first of equals wins)."""
-        pool = sorted([*self.members, *(c for c in candidates if c.valid)], key=lambda c: c.fitness)
+        pool = sorted([*self.members, *(c for c in candidates if c.valid)], key=lambda c: c.fitness, reverse=True)
         kept: list[Candidate] = []
         seen_codes: set[str] = set()
         seen_fitness: set[float] = set()
@@ -68,7 +68,7 @@ class Population:
 
 
 def as_parent(candidate: Candidate) -> Parent:
-    """How prompts show a candidate: its key, thought, code and search objective."""
+    """How prompts show a candidate: its key, thought, code and natural-sign search objective."""
     return Parent(candidate.key, candidate.thought, candidate.code, candidate.objective)
 
 
@@ -84,7 +84,7 @@ class PromptVariant:
     """Which component this variant rewrote from its parent (None for the initial variant)."""
     uses: int = 0
     score: float = 0.0
-    """Mean reward (parent minus child objective) of the children written under this variant."""
+    """Mean reward (child's improvement on its parent's fitness) of the children written under this variant."""
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)} | {"templates": self.templates.to_dict()}

@@ -10,8 +10,10 @@ from coevo.operators.templates import default_templates
 from coevo.population import Population, PromptPool, PromptVariant
 
 
-def candidate(code: str, fitness: float | None) -> Candidate:
-    return Candidate(code=code, thought="", operator="m2", generation=1, fitness=fitness, objective=fitness)
+def candidate(code: str, objective: float | None) -> Candidate:
+    """A heuristic of a minimising task: its fitness is the negated objective."""
+    fitness = None if objective is None else -objective
+    return Candidate(code=code, thought="", operator="m2", generation=1, fitness=fitness, objective=objective)
 
 
 def test_population_keeps_the_best_distinct_valid_candidates() -> None:
@@ -20,7 +22,7 @@ def test_population_keeps_the_best_distinct_valid_candidates() -> None:
         [candidate("c", 4.0), candidate("a", 5.0), candidate("d", 4.0), candidate("e", 6.0), candidate("f", 7.0)]
     )
     assert [c.code for c in population.members] == ["c", "a", "e"]  # d ties c's objective: same heuristic
-    assert population.best.code == "c" and population.worst_fitness == 6.0
+    assert population.best.code == "c" and population.worst_fitness == -6.0
 
 
 def test_parents_are_drawn_with_eoh_rank_weights() -> None:

@@ -43,7 +43,7 @@ def test_every_method_spends_its_budget_and_records_everything(tmp_path: Path, m
     assert candidates[0][1].operator == "library"
     assert facts["llm_calls"] >= 25
     valid = [c for _, c in candidates if c.valid]
-    assert best is not None and best.fitness == min(c.fitness for c in valid)
+    assert best is not None and best.fitness == max(c.fitness for c in valid)
     assert facts["best"]["code"] == best.code
     assert len(runner.population) <= 4
     invalid = [c for _, c in candidates if not c.valid]
@@ -111,10 +111,11 @@ def test_resume_in_process_continues_from_the_last_step(tmp_path: Path) -> None:
 
 
 def test_improvement_reward_follows_the_reference() -> None:
-    assert improvement_reward(parent=5.0, child=4.0, worst=6.0) == 1.0
-    assert improvement_reward(parent=5.0, child=None, worst=6.0) == -1.0  # C_eff = min(W, P + 1) = 6
-    assert improvement_reward(parent=5.0, child=9.0, worst=5.5) == pytest.approx(-0.5)  # worse than W
-    assert improvement_reward(parent=5.0, child=5.8, worst=6.0) == pytest.approx(-0.8)
+    # fitness is higher-is-better: the reference's objectives 5, 4, 6, ... negated
+    assert improvement_reward(parent=-5.0, child=-4.0, worst=-6.0) == 1.0
+    assert improvement_reward(parent=-5.0, child=None, worst=-6.0) == -1.0  # C_eff = max(W, P - 1) = -6
+    assert improvement_reward(parent=-5.0, child=-9.0, worst=-5.5) == pytest.approx(-0.5)  # worse than W
+    assert improvement_reward(parent=-5.0, child=-5.8, worst=-6.0) == pytest.approx(-0.8)
 
 
 def test_overrides_reach_nested_keys_and_parse_values(tmp_path: Path) -> None:

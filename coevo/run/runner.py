@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from coevo.candidate import Candidate, WeightsRef
+from coevo.candidate import Candidate, WeightsRef, fitness_of
 from coevo.es.engine import ESConfig, ESEngine, UpdateStats
 from coevo.es.history import HISTORY_FILENAME
 from coevo.es.perturbation import Perturbation
@@ -204,7 +204,7 @@ class Runner:
 
     # --- internals ---------------------------------------------------------------------------------
     def _track_best(self, candidate: Candidate) -> None:
-        if candidate.valid and (self.best is None or candidate.fitness < self.best.fitness):
+        if candidate.valid and (self.best is None or candidate.fitness > self.best.fitness):
             self.best = candidate
 
     def _progress(self) -> None:
@@ -252,7 +252,7 @@ class Runner:
     def _scored(self, candidate: Candidate, result: EvalResult) -> Candidate:
         if not result.valid:
             return replace(candidate, reason=result.reason)
-        fitness = result.objective if self.task.sense == "min" else -result.objective
+        fitness = fitness_of(result.objective, self.task.sense)
         return replace(candidate, fitness=fitness, objective=result.objective, gap_pct=result.gap_pct)
 
     def _es_config(self) -> ESConfig:
