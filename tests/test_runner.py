@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,41 @@ def test_library_all_adds_exported_heuristics_of_the_task(tmp_path: Path, monkey
     assert list(library.library_codes(task, "seed")) == ["seed"]
     codes = library.library_codes(task, "all")
     assert list(codes) == ["seed", "mine"] and "min(u)" in codes["mine"]
+
+
+def test_a_copy_of_a_known_heuristic_skips_the_sandbox_and_takes_its_verdict(tmp_path: Path) -> None:
+    from coevo.operators.dedupe import code_fingerprint
+
+    runner = start_run(config("sample", library="none", budget=10), tmp_path)
+    seed = runner.task.seed_code()
+    copy = "# a cosmetic copy of the seed\n" + seed.replace("current_node", "here")
+    assert copy != seed and code_fingerprint(copy) == code_fingerprint(seed)
+    runs = []
+    sandbox_run = runner.evaluator._sandbox.run
+    runner.evaluator._sandbox.run = lambda code, limits: runs.append(code) or sandbox_run(code, limits)
+    original, duplicate = runner.add_library({"seed": seed, "copy": copy})
+    assert runs == [seed], "the copy never reaches the sandbox"
+    assert duplicate.valid and duplicate.objective == original.objective and duplicate.code == copy
+    assert runner.evaluations == 2, "a duplicate is charged one evaluation, as every slot is"
+    runner.run_step()
+    runner.store.close()
+
+    resumed = resume_run(tmp_path)  # the known heuristics come back from the store
+    resumed.evaluator._sandbox.run = lambda code, limits: runs.append(code) or sandbox_run(code, limits)
+    [again] = resumed.add_library({"again": copy.replace("here", "there")})
+    assert runs == [seed] and again.objective == original.objective
+    resumed.close()
+
+
+def test_coevo_folds_new_hints_into_a_variants_notes_with_the_long_reflection(tmp_path: Path) -> None:
+    runner = start_run(config("coevo", budget=60, coevo={"prompt_pool": 3, "components": ["notes"]}), tmp_path)
+    runner.run()
+    store = RunStore.open(tmp_path)
+    variants = {p["id"]: p for p in store.prompts()}
+    longs = [call for call in store.llm_calls() if call["operator"] == "reflect_long"]
+    assert longs, "a variant that already has notes gets them merged, not replaced"
+    folded = [v for v in variants.values() if v["parent"] in variants and variants[v["parent"]]["notes"]]
+    assert folded
+    for variant in folded:
+        previous = variants[variant["parent"]]["notes"]
+        assert any(previous in json.loads(call["prompt"])[-1]["content"] for call in longs)

@@ -223,10 +223,12 @@ class Coevo(Method):
                 runner.llm, runner.task, runner.ledger, best.templates, replace(sampling, max_new_tokens=HINT_TOKENS)
             )
             items = reflector.short([pair])
+            if best.notes and isinstance(items[0], TextProposal):  # fold the hint into the notes it extends
+                items.append(reflector.long(best.notes, [items[0].text]))
             runner.record_text(items, best.id)
-            if not isinstance(items[0], TextProposal):
+            if not isinstance(items[-1], TextProposal):
                 return
-            templates, notes = best.templates, items[0].text
+            templates, notes = best.templates, items[-1].text
         else:
             shown = mine or zip(children, judged_against)
             feedback = [_feedback_line(child, parent, runner.task.sense) for child, parent in shown][:6]

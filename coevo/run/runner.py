@@ -25,6 +25,7 @@ from coevo.es.perturbation import Perturbation
 from coevo.es.schedules import ScheduleConfig
 from coevo.evaluate.evaluator import EvalResult, Evaluator
 from coevo.llm.base import LLM, SamplingParams, WeightsHost
+from coevo.operators.dedupe import code_fingerprint
 from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.operators.ledger import BudgetLedger
 from coevo.operators.records import Proposal, Rejection, TextProposal
@@ -62,6 +63,8 @@ class Runner:
         """Called after every batch of evaluations (progress bars)."""
         self._calls_in_step = 0
         self._exported_updates = 0
+        self._known: dict[str, str] = {}
+        """Fingerprint -> the first code evaluated with that logic."""
         self.evaluator = Evaluator(
             self.task,
             config.eval.split,
@@ -142,8 +145,7 @@ class Runner:
         perturbations = None if perturbations is None else list(perturbations[:count])
         prompt_ids = list(prompt_ids[:count]) if prompt_ids is not None else [None] * count
         items = self._generate(requests, perturbations)
-        codes = [item.code for item in items if isinstance(item, Proposal)]
-        results = iter(self.evaluator.evaluate_many(codes))
+        results = iter(self._evaluate([item.code for item in items if isinstance(item, Proposal)]))
         candidates = []
         for index, item in enumerate(items):
             perturbation = None if perturbations is None else perturbations[index]
@@ -161,7 +163,7 @@ class Runner:
     def add_library(self, codes: dict[str, str]) -> list[Candidate]:
         """Evaluate heuristics from the skill library (name -> code) and charge the budget for them."""
         names = list(codes)[: self.budget_left]
-        results = self.evaluator.evaluate_many([codes[name] for name in names])
+        results = self._evaluate([codes[name] for name in names])
         candidates = []
         for name, result in zip(names, results, strict=True):
             candidate = self._scored(
@@ -203,6 +205,12 @@ class Runner:
         return None if self.host is None else self.host.weights_sha256()
 
     # --- internals ---------------------------------------------------------------------------------
+    def _evaluate(self, codes: Sequence[str]) -> list[EvalResult]:
+        """Verdicts in order. Code with the logic of a heuristic this run already evaluated (the same
+        `code_fingerprint`) is scored as that heuristic, from the evaluator's cache, so a copy with new
+        comments or names never costs sandbox time; its slot is still charged to the budget."""
+        return self.evaluator.evaluate_many([self._known.setdefault(code_fingerprint(c), c) for c in codes])
+
     def _track_best(self, candidate: Candidate) -> None:
         if candidate.valid and (self.best is None or candidate.fitness > self.best.fitness):
             self.best = candidate
@@ -291,6 +299,9 @@ class Runner:
         self.ledger = BudgetLedger.from_dict(state["ledger"])
         self.operators = EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
         self.prompts.variants = [PromptVariant.from_dict(v) for v in state["prompts"]]
+        for _, candidate in self.store.candidates():
+            if candidate.code:  # rejected answers have no code and no verdict
+                self._known.setdefault(code_fingerprint(candidate.code), candidate.code)
         if self.engine is not None and self.engine.step != state["es_step"]:
             raise RuntimeError(
                 f"store holds {self.engine.step} ES updates but its last step expects {state['es_step']}"
