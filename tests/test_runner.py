@@ -207,3 +207,24 @@ def test_coevo_folds_new_hints_into_a_variants_notes_with_the_long_reflection(tm
     for variant in folded:
         previous = variants[variant["parent"]]["notes"]
         assert any(previous in json.loads(call["prompt"])[-1]["content"] for call in longs)
+
+
+def test_validation_uses_the_runs_eval_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coevo.evaluate import evaluator as evaluator_module
+    from coevo.run.validation import validate_best
+
+    built = []
+    real_init = evaluator_module.Evaluator.__init__
+
+    def recording_init(self, *args, **kwargs) -> None:
+        real_init(self, *args, **kwargs)
+        built.append(self)
+
+    monkeypatch.setattr(evaluator_module.Evaluator, "__init__", recording_init)
+    runner = start_run(config("sample", budget=7, eval={"limit": 3, "workers": 1}), tmp_path)
+    runner.run()
+    validation = validate_best(runner)
+    runner.close()
+    validator = built[-1]
+    assert validator.split == "val" and validator.workers == 1
+    assert validation.seed["n_instances"] == 3 and validation.best["n_instances"] == 3

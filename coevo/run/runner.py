@@ -34,6 +34,7 @@ from coevo.run.config import ConfigError, RunConfig
 from coevo.run.methods import METHODS, Method
 from coevo.run.store import RunStore, StoreHistory
 from tasks import get_task
+from tasks.base import SplitName
 
 
 class Runner:
@@ -65,13 +66,7 @@ class Runner:
         self._exported_updates = 0
         self._known: dict[str, str] = {}
         """Fingerprint -> the first code evaluated with that logic."""
-        self.evaluator = Evaluator(
-            self.task,
-            config.eval.split,
-            limit=config.eval.limit,
-            workers=config.eval.workers,
-            cache_dir=run_dir / "eval-cache",
-        )
+        self.evaluator = self.evaluator_for(config.eval.split)
         self.host: WeightsHost | None = None
         self.engine: ESEngine | None = None
         if config.uses_weights:
@@ -200,6 +195,14 @@ class Runner:
         digest = hashlib.blake2b(f"{self.config.seed}:{self.step}:{self._calls_in_step}".encode(), digest_size=4)
         self._calls_in_step += 1
         return replace(self.sampling, seed=int.from_bytes(digest.digest(), "little"))
+
+    def evaluator_for(self, split: SplitName) -> Evaluator:
+        """An evaluator of `split` under the run's eval settings (instance limit, workers) and cache, so
+        held-out scoring is measured as search scoring is."""
+        settings = self.config.eval
+        return Evaluator(
+            self.task, split, limit=settings.limit, workers=settings.workers, cache_dir=self.run_dir / "eval-cache"
+        )
 
     def weights_sha256(self) -> str | None:
         return None if self.host is None else self.host.weights_sha256()

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from coevo.candidate import Candidate, fitness_of
-from coevo.evaluate.evaluator import Evaluator
 from coevo.run.runner import Runner
+from tasks.base import SplitName
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class Validation:
         return lines
 
 
-def validate_best(runner: Runner, split: str = "val") -> Validation:
+def validate_best(runner: Runner, split: SplitName = "val") -> Validation:
     """Score the run's best distinct heuristics on `split`, keep the best there; store and return it."""
     ranked = sorted((c for _, c in runner.store.candidates() if c.valid), key=lambda c: c.fitness, reverse=True)
     distinct: dict[str, Candidate] = {}
@@ -66,7 +66,7 @@ def validate_best(runner: Runner, split: str = "val") -> Validation:
         distinct.setdefault(candidate.key, candidate)
     finalists = list(distinct.values())[: runner.config.finalists]
     codes = [runner.task.seed_code(), *(c.code for c in finalists)]
-    with Evaluator(runner.task, split, cache_dir=runner.run_dir / "eval-cache") as evaluator:
+    with runner.evaluator_for(split) as evaluator:
         seed, *results = [r.to_json() for r in evaluator.evaluate_many(codes)]
     scored = [(c, r) for c, r in zip(finalists, results, strict=True) if r["valid"]]
     chosen = max(scored, key=lambda pair: fitness_of(pair[1]["objective"], runner.task.sense), default=None)
