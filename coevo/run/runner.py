@@ -63,7 +63,8 @@ class Runner:
         self.on_progress: Callable[[Runner], None] | None = None
         """Called after every batch of evaluations (progress bars)."""
         self._calls_in_step = 0
-        self._exported_updates = 0
+        self._exported_updates: int | None = None
+        """ES updates this process has mirrored to the JSONL file; None before its first export."""
         self._known: dict[str, str] = {}
         """Fingerprint -> the first code evaluated with that logic."""
         self.evaluator = self.evaluator_for(config.eval.split)
@@ -313,14 +314,27 @@ class Runner:
             raise RuntimeError("replayed weights differ from the stored run's; was the base model changed?")
 
     def _export_history(self) -> None:
-        """Rewrite the JSONL mirror after a step that added ES updates (and on the first step of a process)."""
+        """Mirror new ES updates to the JSONL file after a step that added some.
+
+        Lines are appended (one write of whole lines, fsync'd), so a run writes each record once. A
+        process's first export rewrites the file from the store instead (write, then rename): that
+        drops whatever a crash tore off an append, and anything the store rolled back.
+        """
         if self.engine is None or self.engine.step == self._exported_updates:
             return
-        self._exported_updates = self.engine.step
         path = self.run_dir / HISTORY_FILENAME
-        staging = path.with_suffix(".tmp")
-        staging.write_text("".join(record.to_json() + "\n" for record in self.store.es_records()))
-        os.replace(staging, path)
+        fresh = self._exported_updates is None
+        lines = "".join(record.to_json() + "\n" for record in self.store.es_records(self._exported_updates or 0))
+        if fresh:
+            staging = path.with_suffix(".tmp")
+            staging.write_text(lines)
+            os.replace(staging, path)
+        else:
+            with open(path, "a", encoding="utf-8") as mirror:
+                mirror.write(lines)
+                mirror.flush()
+                os.fsync(mirror.fileno())
+        self._exported_updates = self.engine.step
 
 
 def build_host(llm: LLM, config: RunConfig) -> WeightsHost:
