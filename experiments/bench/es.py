@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             print("\n".join(format_line(name, value) for name, value in section.items()), flush=True)
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps(results))
     return 0
 
 
