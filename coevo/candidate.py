@@ -1,17 +1,26 @@
 """`Candidate`: one heuristic with where it came from (operator, parents, prompt, weights) and its score.
 
 Provenance is part of the record because a run must answer "which prompt and which weights wrote
-this?" and because every cache downstream is keyed by it. Objectives are stored minimised (`fitness`),
-whatever the task's natural sign, so selection never needs to know the task.
+this?" and because every cache downstream is keyed by it. Inside the loop one sign holds: `fitness`
+is higher-is-better whatever the task's natural sense, so selection, rewards and ES never need to know
+the task; `objective` keeps the natural sign for reports and prompts.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from coevo.es.perturbation import Perturbation
 from coevo.pyast import source_sha256
+
+
+Sense = Literal["min", "max"]
+
+
+def fitness_of(objective: float, sense: Sense) -> float:
+    """The loop's score of a natural-sign objective: higher is better on every task."""
+    return objective if sense == "max" else -objective
 
 
 @dataclass(frozen=True)
@@ -53,7 +62,7 @@ class Candidate:
     weights: WeightsRef | None = None
     """None for library heuristics and prompt-only backends."""
     fitness: float | None = None
-    """Minimised mean objective on the search split; None when invalid."""
+    """Mean objective on the search split as a higher-is-better score (`fitness_of`); None when invalid."""
     objective: float | None = None
     """The same mean in the task's natural sign, as users read it."""
     gap_pct: float | None = None

@@ -1,7 +1,8 @@
 """The population manager: the heuristics that survive, and the prompt variants that write them.
 
-`Population` is EoH's elitist pool: offspring join, duplicates (same code, or same objective, which
-in practice is the same heuristic reformatted) are dropped, and only the best `size` stay. Parents are
+`Population` is EoH's elitist pool: offspring join, duplicates (the same logic, by `code_fingerprint`,
+so a reformatted copy counts as its original) are dropped, and only the best `size` stay. Distinct
+logic with tied scores stays: integer objectives (bin counts, set sizes) tie often. Parents are
 drawn with EoH's rank weights 1 / (rank + size), which favour the best without starving the rest.
 
 `PromptPool` is the prompt side of the coevo method: prompt variants (templates plus skill notes)
@@ -12,17 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from coevo.candidate import Candidate
+from coevo.operators.dedupe import code_fingerprint
 from coevo.operators.records import Parent
 from coevo.operators.templates import PromptTemplates
 
 
 class Population:
-    """At most `size` valid candidates, best (lowest fitness) first."""
+    """At most `size` valid candidates, best (highest fitness) first."""
 
     def __init__(self, size: int, members: Iterable[Candidate] = ()) -> None:
         if size < 1:
@@ -32,17 +35,20 @@ class Population:
         self.add(members)
 
     def add(self, candidates: Iterable[Candidate]) -> None:
-        """Merge valid candidates in, keeping the best `size` distinct ones (the first of equals wins)."""
-        pool = sorted([*self.members, *(c for c in candidates if c.valid)], key=lambda c: c.fitness)
+        """Merge valid candidates in, keeping the best `size` with distinct logic.
+
+        Ties break by arrival (a stable sort): members before newcomers, newcomers in the order given,
+        so the same additions always leave the same population and an incumbent is never unseated by
+        an equal.
+        """
+        pool = sorted([*self.members, *(c for c in candidates if c.valid)], key=lambda c: c.fitness, reverse=True)
         kept: list[Candidate] = []
-        seen_codes: set[str] = set()
-        seen_fitness: set[float] = set()
+        seen: set[str] = set()
         for candidate in pool:
-            if candidate.key in seen_codes or candidate.fitness in seen_fitness:
-                continue
-            seen_codes.add(candidate.key)
-            seen_fitness.add(candidate.fitness)
-            kept.append(candidate)
+            logic = _fingerprint(candidate.code)
+            if logic not in seen:
+                seen.add(logic)
+                kept.append(candidate)
         self.members = kept[: self.size]
 
     def __len__(self) -> int:
@@ -67,8 +73,14 @@ class Population:
         return [self.members[int(i)] for i in chosen]
 
 
+@lru_cache(maxsize=4096)
+def _fingerprint(code: str) -> str:
+    """`code_fingerprint`, computed once per code: members are re-checked on every `add`."""
+    return code_fingerprint(code)
+
+
 def as_parent(candidate: Candidate) -> Parent:
-    """How prompts show a candidate: its key, thought, code and search objective."""
+    """How prompts show a candidate: its key, thought, code and natural-sign search objective."""
     return Parent(candidate.key, candidate.thought, candidate.code, candidate.objective)
 
 
@@ -84,7 +96,7 @@ class PromptVariant:
     """Which component this variant rewrote from its parent (None for the initial variant)."""
     uses: int = 0
     score: float = 0.0
-    """Mean reward (parent minus child objective) of the children written under this variant."""
+    """Mean reward (child's improvement on its parent's fitness) of the children written under this variant."""
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)} | {"templates": self.templates.to_dict()}

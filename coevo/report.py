@@ -129,7 +129,7 @@ def _objective_plot(steps_and_candidates: Sequence[tuple[int, Candidate]], confi
         valid_x.append(evaluations)
         valid_y.append(candidate.objective)
         step_objectives[step].append(candidate.objective)
-        if best is None or candidate.fitness < best.fitness:
+        if best is None or candidate.fitness > best.fitness:
             best = candidate
         best_x.append(evaluations)
         best_y.append(best.objective)

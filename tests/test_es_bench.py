@@ -39,3 +39,16 @@ def test_quick_benchmark_reports_every_figure() -> None:
     # The measured AdamW step is the second: it holds the moment buffers the first step created.
     assert results["peak_rss_backprop_mib"] >= results["peak_rss_backprop_first_step_mib"]
     assert results["mem_es_over_backprop"] <= results["mem_es_over_backprop_first_step"]
+
+
+def test_json_output_is_one_line_for_line_readers(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import es as bench
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    sections = [{"new_tokens": 4, "population": 2}, {"perturb_speedup": 5.0, "perturb_speedup_min": 4.5}]
+    monkeypatch.setattr(bench, "run_all", lambda settings, only: iter(sections))
+    assert bench.main(["--json", "--quick"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0]) == {**sections[0], **sections[1]}

@@ -189,3 +189,19 @@ def test_nucleus_shortcut_equals_a_full_sort_or_falls_back_to_one() -> None:
         assert torch.equal(values, full_values[:, :kept]) and torch.equal(ids, full_ids[:, :kept])
         assert bool((values.sum(dim=-1) >= 0.9).all())  # every row's nucleus is inside what was kept
     assert _most_likely_first(peaked, top_p)[0].shape[-1] < 5000 == _most_likely_first(flat, top_p)[0].shape[-1]
+
+
+def test_lowrank_members_carry_the_id_of_their_own_weights(backend: HFBackend) -> None:
+    from coevo.es.lowrank import LowRankHost
+
+    host = LowRankHost(backend.model, rank=1)
+    members = [Perturbation(seed=3, sigma=0.5), Perturbation(seed=4, sigma=0.5, sign=-1)]
+    base_id = backend.weights_id
+    with host.population(members, [0, 1]):
+        rows = backend.generate([CAT, CAT], SAMPLED)
+    ids = [c.weights_id for c in rows]
+    assert base_id not in ids and len(set(ids)) == 2, "each row names the member that wrote it"
+    with host.population(members, [1, 0]):
+        swapped = backend.generate([DOG, DOG], SAMPLED)
+    assert [c.weights_id for c in swapped] == ids[::-1], "a member's id is its own, whatever its row"
+    assert backend.generate([CAT], SAMPLED)[0].weights_id == base_id  # so `at_weights(base)` refuses member text

@@ -42,6 +42,7 @@ class ToyTask:
     function_name: str = "select_next_node"
     signature: str = "select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix) -> int"
     description: str = "Build a short travelling-salesman tour one city at a time."
+    sense: str = "min"
 
 
 class FakeLLM:

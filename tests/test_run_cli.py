@@ -99,7 +99,8 @@ def test_run_show_export_and_refuse_to_overwrite(
     assert provenance["val"] == validation["best"], "the export is the finalist selected on val"
     page = (run_dir / "report.html").read_text()
     assert "Chosen on the val split." in page and html.escape(text.split("\n\n", 1)[1].strip()) in page
-    assert main(["tasks", "eval", "tsp_construct", str(exported), "--json"]) == 0
+    # validation scores val under the run's eval settings: its first eval.limit = 4 instances
+    assert main(["tasks", "eval", "tsp_construct", str(exported), "--limit", "4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(validation["best"]["objective"])
 
     assert main(["run", str(config), "--run-dir", str(run_dir)]) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ def test_every_method_spends_its_budget_and_records_everything(tmp_path: Path, m
     assert candidates[0][1].operator == "library"
     assert facts["llm_calls"] >= 25
     valid = [c for _, c in candidates if c.valid]
-    assert best is not None and best.fitness == min(c.fitness for c in valid)
+    assert best is not None and best.fitness == max(c.fitness for c in valid)
     assert facts["best"]["code"] == best.code
     assert len(runner.population) <= 4
     invalid = [c for _, c in candidates if not c.valid]
@@ -111,10 +112,11 @@ def test_resume_in_process_continues_from_the_last_step(tmp_path: Path) -> None:
 
 
 def test_improvement_reward_follows_the_reference() -> None:
-    assert improvement_reward(parent=5.0, child=4.0, worst=6.0) == 1.0
-    assert improvement_reward(parent=5.0, child=None, worst=6.0) == -1.0  # C_eff = min(W, P + 1) = 6
-    assert improvement_reward(parent=5.0, child=9.0, worst=5.5) == pytest.approx(-0.5)  # worse than W
-    assert improvement_reward(parent=5.0, child=5.8, worst=6.0) == pytest.approx(-0.8)
+    # fitness is higher-is-better: the reference's objectives 5, 4, 6, ... negated
+    assert improvement_reward(parent=-5.0, child=-4.0, worst=-6.0) == 1.0
+    assert improvement_reward(parent=-5.0, child=None, worst=-6.0) == -1.0  # C_eff = max(W, P - 1) = -6
+    assert improvement_reward(parent=-5.0, child=-9.0, worst=-5.5) == pytest.approx(-0.5)  # worse than W
+    assert improvement_reward(parent=-5.0, child=-5.8, worst=-6.0) == pytest.approx(-0.8)
 
 
 def test_overrides_reach_nested_keys_and_parse_values(tmp_path: Path) -> None:
@@ -167,3 +169,62 @@ def test_library_all_adds_exported_heuristics_of_the_task(tmp_path: Path, monkey
     assert list(library.library_codes(task, "seed")) == ["seed"]
     codes = library.library_codes(task, "all")
     assert list(codes) == ["seed", "mine"] and "min(u)" in codes["mine"]
+
+
+def test_a_copy_of_a_known_heuristic_skips_the_sandbox_and_takes_its_verdict(tmp_path: Path) -> None:
+    from coevo.operators.dedupe import code_fingerprint
+
+    runner = start_run(config("sample", library="none", budget=10), tmp_path)
+    seed = runner.task.seed_code()
+    copy = "# a cosmetic copy of the seed\n" + seed.replace("current_node", "here")
+    assert copy != seed and code_fingerprint(copy) == code_fingerprint(seed)
+    runs = []
+    sandbox_run = runner.evaluator._sandbox.run
+    runner.evaluator._sandbox.run = lambda code, limits: runs.append(code) or sandbox_run(code, limits)
+    original, duplicate = runner.add_library({"seed": seed, "copy": copy})
+    assert runs == [seed], "the copy never reaches the sandbox"
+    assert duplicate.valid and duplicate.objective == original.objective and duplicate.code == copy
+    assert runner.evaluations == 2, "a duplicate is charged one evaluation, as every slot is"
+    runner.run_step()
+    runner.store.close()
+
+    resumed = resume_run(tmp_path)  # the known heuristics come back from the store
+    resumed.evaluator._sandbox.run = lambda code, limits: runs.append(code) or sandbox_run(code, limits)
+    [again] = resumed.add_library({"again": copy.replace("here", "there")})
+    assert runs == [seed] and again.objective == original.objective
+    resumed.close()
+
+
+def test_coevo_folds_new_hints_into_a_variants_notes_with_the_long_reflection(tmp_path: Path) -> None:
+    runner = start_run(config("coevo", budget=60, coevo={"prompt_pool": 3, "components": ["notes"]}), tmp_path)
+    runner.run()
+    store = RunStore.open(tmp_path)
+    variants = {p["id"]: p for p in store.prompts()}
+    longs = [call for call in store.llm_calls() if call["operator"] == "reflect_long"]
+    assert longs, "a variant that already has notes gets them merged, not replaced"
+    folded = [v for v in variants.values() if v["parent"] in variants and variants[v["parent"]]["notes"]]
+    assert folded
+    for variant in folded:
+        previous = variants[variant["parent"]]["notes"]
+        assert any(previous in json.loads(call["prompt"])[-1]["content"] for call in longs)
+
+
+def test_validation_uses_the_runs_eval_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coevo.evaluate import evaluator as evaluator_module
+    from coevo.run.validation import validate_best
+
+    built = []
+    real_init = evaluator_module.Evaluator.__init__
+
+    def recording_init(self, *args, **kwargs) -> None:
+        real_init(self, *args, **kwargs)
+        built.append(self)
+
+    monkeypatch.setattr(evaluator_module.Evaluator, "__init__", recording_init)
+    runner = start_run(config("sample", budget=7, eval={"limit": 3, "workers": 1}), tmp_path)
+    runner.run()
+    validation = validate_best(runner)
+    runner.close()
+    validator = built[-1]
+    assert validator.split == "val" and validator.workers == 1
+    assert validation.seed["n_instances"] == 3 and validation.best["n_instances"] == 3

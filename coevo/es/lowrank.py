@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from weakref import WeakKeyDictionary
 
 import numpy as np
 import torch
@@ -21,6 +22,25 @@ from torch import nn
 from coevo.es.host import TorchWeightsHost, select_parameters
 from coevo.es.noise import NOISE_VERSION, noise
 from coevo.es.perturbation import Perturbation, PerturbedContext, Update
+
+
+_ROW_MEMBERS: WeakKeyDictionary[nn.Module, tuple[str, ...]] = WeakKeyDictionary()
+"""Module -> the weights tag of each row of its member map, while a `population()` block is open."""
+
+
+def row_weights(module: nn.Module, batch: int) -> list[str] | None:
+    """Which member each of `batch` rows of a forward pass on `module` runs under (its weights tag),
+    extended as the hooks extend the member map; None outside `LowRankHost.population`.
+
+    The weights stay the base's during a batched rollout, so a backend that names its weights by
+    reading them must add this tag to tell the members' text from the base model's.
+    """
+    tags = _ROW_MEMBERS.get(module)
+    if tags is None:
+        return None
+    if batch % len(tags):
+        raise ValueError(f"a batch of {batch} rows does not extend the {len(tags)}-row member map")
+    return [tag for tag in tags for _ in range(batch // len(tags))]
 
 
 def lowrank_factors(seed: int, name: str, shape: tuple[int, int], rank: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -140,11 +160,18 @@ class LowRankHost(PerturbedContext):
         for name, layer in self._targets.items():
             factors = _MemberFactors(name, layer.weight, perturbations, self.rank)
             handles.append(layer.register_forward_hook(_add_member_deltas(factors, rows)))
+        _ROW_MEMBERS[self.module] = tuple(self.member_tag(perturbations[int(i)]) for i in rows)
         try:
             yield
         finally:
+            del _ROW_MEMBERS[self.module]
             for handle in handles:
                 handle.remove()
+
+    def member_tag(self, perturbation: Perturbation) -> str:
+        """What sets a member's weights apart from the base: noise scheme, rank, sign, seed and sigma."""
+        sign = "+" if perturbation.sign > 0 else "-"
+        return f"{self.noise_version}{sign}{perturbation.seed:x}@{perturbation.sigma!r}"
 
     @torch.no_grad()
     def perturb(self, perturbation: Perturbation) -> None:

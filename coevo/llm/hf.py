@@ -37,6 +37,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from coevo.es.lowrank import row_weights  # noqa: E402
 from coevo.llm.base import Completion, Message, SamplingParams  # noqa: E402
 from coevo.llm.embedded import (  # noqa: E402
     DEFAULT_MODEL,
@@ -213,7 +214,8 @@ class HFBackend:
     """The in-process `LLM`: batched, per-request-seeded generation on a model ES may perturb in place.
 
     `weights_id` is read from the live weights on every call, so whoever changes them (an ES host, a
-    history replay, user code) can never make a cache serve text from other weights; each call also
+    history replay, user code) can never make a cache serve text from other weights; a row written by
+    a low-rank member (`LowRankHost.population`) adds that member's tag to it. Each call also
     decodes with a fresh KV cache. Seeds: request i of a call seeded s uses stream `request_seed(s, i)`
     and gives the same text whatever else is in the batch, up to float rounding of batched matmuls.
     """
@@ -310,6 +312,7 @@ class HFBackend:
                 stopping_criteria=StoppingCriteriaList([ends]),
             )
         share = (time.perf_counter() - started) / len(items)
+        members = row_weights(self.model, len(items))
         completions = []
         for row, sampling in enumerate(settings):
             length = ends.lengths[row] or sampling.max_new_tokens
@@ -322,7 +325,7 @@ class HFBackend:
                     completion_tokens=length,
                     seconds=share,
                     finish_reason="stop" if cut is not None else ends.reasons[row],
-                    weights_id=weights_id,
+                    weights_id=weights_id if members is None else f"{weights_id}+{members[row]}",
                 )
             )
         return completions

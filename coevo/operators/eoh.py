@@ -17,7 +17,7 @@ from coevo.llm.base import LLM, Completion, Message, SamplingParams
 from coevo.operators.constants import parse_values, tunable_values, with_values
 from coevo.operators.ledger import BudgetLedger, metered_generate
 from coevo.operators.parsing import FunctionSpec, ParseFailure, parse_heuristic
-from coevo.operators.records import Parent, Proposal, Rejection, TaskSpec, completion_error
+from coevo.operators.records import Parent, Proposal, Rejection, TaskSpec, completion_error, direction
 from coevo.operators.templates import OPERATORS, PromptTemplates, default_templates
 
 
@@ -74,6 +74,7 @@ class EoHOperators:
                 "parent",
                 index=str(index),
                 objective="not evaluated" if parent.objective is None else f"{parent.objective:.6g}",
+                direction=direction(self.task.sense),
                 thought=parent.thought or "(none given)",
                 code=parent.code.strip(),
             )

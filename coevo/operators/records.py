@@ -7,7 +7,7 @@ candidates into `Parent`s and turns `Proposal`s into candidates.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from coevo.llm.base import Completion, Message
 
@@ -18,6 +18,13 @@ class TaskSpec(Protocol):
     function_name: str
     signature: str
     description: str
+    sense: Literal["min", "max"]
+    """The objective's natural direction, which prompts state."""
+
+
+def direction(sense: Literal["min", "max"]) -> str:
+    """How prompts say which objective values are better."""
+    return "higher is better" if sense == "max" else "lower is better"
 
 
 @dataclass(frozen=True)
@@ -28,7 +35,7 @@ class Parent:
     thought: str
     code: str
     objective: float | None = None
-    """Minimised objective on the search split (None when not yet evaluated)."""
+    """Objective on the search split in the task's natural sign (None when not yet evaluated)."""
 
 
 @dataclass(frozen=True)

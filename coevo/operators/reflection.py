@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from coevo.llm.base import LLM, Message, SamplingParams
 from coevo.operators.ledger import BudgetLedger, metered_generate
@@ -38,8 +39,8 @@ class Reflector:
     sampling: SamplingParams = SamplingParams(max_new_tokens=128)
 
     def short_prompt(self, pair: tuple[Parent, Parent]) -> list[Message]:
-        """Prompt comparing the pair; the one with the lower objective is shown as the better."""
-        better, worse = _ordered(pair)
+        """Prompt comparing the pair; the better one by the task's own direction is shown first."""
+        better, worse = _ordered(pair, self.task.sense)
         return self._messages(
             self.templates.render(
                 "reflect_short",
@@ -130,11 +131,13 @@ def _placeholder_rule(allowed: frozenset[str], required: frozenset[str]) -> str:
     return f"Keep these placeholders exactly as written: {listed(required)}{optional}."
 
 
-def _ordered(pair: tuple[Parent, Parent]) -> tuple[Parent, Parent]:
+def _ordered(pair: tuple[Parent, Parent], sense: Literal["min", "max"]) -> tuple[Parent, Parent]:
+    """(better, worse) by natural-sign objectives; a tie keeps the given order."""
     first, second = pair
     if first.objective is None or second.objective is None:
         raise ValueError("short reflection compares evaluated parents; an objective is None")
-    return (first, second) if first.objective <= second.objective else (second, first)
+    first_wins = first.objective >= second.objective if sense == "max" else first.objective <= second.objective
+    return (first, second) if first_wins else (second, first)
 
 
 def _clean_hint(text: str) -> str | ParseFailure:

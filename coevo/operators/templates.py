@@ -32,7 +32,7 @@ PLACEHOLDERS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = MappingProxy
             frozenset({"task_description", "parents", "hints", "instruction", "output_format"}),
             frozenset({"task_description", "parents", "hints", "instruction", "output_format"}),
         ),
-        "parent": (frozenset({"index", "objective", "thought", "code"}), frozenset({"thought", "code"})),
+        "parent": (frozenset({"index", "objective", "direction", "thought", "code"}), frozenset({"thought", "code"})),
         "output_format": (frozenset({"function_name", "signature"}), frozenset({"signature"})),
         "hints": (frozenset({"hints"}), frozenset({"hints"})),
         **{operator: _INSTRUCTION for operator in EOH_OPERATORS},

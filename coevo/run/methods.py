@@ -2,7 +2,7 @@
 
 Reference methods (REFERENCES.md section 1):
 * `sample`: batches of i1 samples from the fixed model.
-* `sample+es`: each i1 sample of a batch from its own perturbed model; reward = -objective, one ES
+* `sample+es`: each i1 sample of a batch from its own perturbed model; reward = fitness, one ES
   update per batch (invalid members penalised by the engine; all invalid: no update).
 * `eoh`: EoH generations of e1, e2, m1, m2 over an elitist population.
 * `eoh+es`: as eoh, but m1 and m2 write each child under its own ES direction (population x k of them)
@@ -24,12 +24,12 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from coevo.candidate import Candidate
 from coevo.operators.constants import tunable_values
 from coevo.operators.eoh import ProposalRequest
-from coevo.operators.records import Parent, TextProposal
+from coevo.operators.records import Parent, TextProposal, direction
 from coevo.operators.reflection import ComponentRewriter, Reflector
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptVariant, as_parent
@@ -46,11 +46,12 @@ REWRITE_TOKENS = 384
 
 
 def improvement_reward(parent: float, child: float | None, worst: float) -> float:
-    """Reference eoh+es reward P - C_eff: a child that is invalid or worse than the population's worst
-    counts as C_eff = min(W, P + 1), so failures are penalised by a bounded amount."""
-    if child is None or child > worst:
-        return parent - min(worst, parent + 1.0)
-    return parent - child
+    """Reference eoh+es reward P - C_eff, on fitness (higher is better): C - P. A child that is invalid
+    or worse than the population's worst counts as C_eff = max(W, P - 1), so failures are penalised by
+    a bounded amount."""
+    if child is None or child < worst:
+        return max(worst, parent - 1.0) - parent
+    return child - parent
 
 
 class Method:
@@ -120,7 +121,7 @@ class SampleES(Sample):
     def generation_phase(self, runner: Runner, phase: str) -> None:
         members = runner.engine.ask()
         children = runner.propose([ProposalRequest("i1")] * len(members), members)
-        runner.tell(members[: len(children)], [None if c.fitness is None else -c.fitness for c in children])
+        runner.tell(members[: len(children)], [c.fitness for c in children])
         runner.population.add(children)
 
 
@@ -172,7 +173,7 @@ class Coevo(Method):
         members = runner.engine.ask()
         variants = runner.prompts.assign(runner.rng, len(members))
         operators = self.config.coevo.operators
-        requests, parent_fitness = [], []
+        requests, judged_against = [], []
         for index, variant in enumerate(variants):
             operator = operators[index % len(operators)]
             if operator in CROSSOVERS and len(population) < 2:
@@ -183,11 +184,13 @@ class Coevo(Method):
             requests.append(
                 ProposalRequest(operator, tuple(as_parent(p) for p in parents), variant.notes, variant.templates)
             )
-            parent_fitness.append(min((p.fitness for p in parents), default=population.worst_fitness))
+            judged_against.append(max(parents, key=lambda p: p.fitness, default=population.members[-1]))
         worst = population.worst_fitness
         children = runner.propose(requests, members, [v.id for v in variants])
         variants = variants[: len(children)]
-        rewards = [improvement_reward(p, c.fitness, worst) for p, c in zip(parent_fitness, children, strict=False)]
+        rewards = [
+            improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children, strict=False)
+        ]
         by_variant: dict[str, list[float]] = defaultdict(list)
         for variant, reward in zip(variants, rewards, strict=True):
             by_variant[variant.id].append(reward)
@@ -196,20 +199,21 @@ class Coevo(Method):
         runner.prompts.record(by_variant)
         population.add(children)
         if runner.budget_left:
-            self.mutate_prompt(runner, children, variants, parent_fitness)
+            self.mutate_prompt(runner, children, variants, judged_against)
 
     def mutate_prompt(
         self,
         runner: Runner,
         children: Sequence[Candidate],
         variants: Sequence[PromptVariant],
-        parent_fitness: Sequence[float],
+        judged_against: Sequence[Candidate],
     ) -> None:
-        """Rewrite one component of the best variant from how its children fared; admit the result."""
+        """Rewrite one component of the best variant from how its children fared against the parent
+        each was judged against (its best parent, or the population's worst for i1); admit the result."""
         best = runner.prompts.best
         components = self.config.coevo.components
         component = components[(runner.generation - 1) % len(components)]
-        mine = [(c, p) for c, v, p in zip(children, variants, parent_fitness, strict=False) if v.id == best.id]
+        mine = [(c, p) for c, v, p in zip(children, variants, judged_against, strict=False) if v.id == best.id]
         sampling = runner.sampling_for_call()
         if component == "notes":
             pair = _reflection_pair(runner, [c for c, _ in mine] or list(children))
@@ -219,12 +223,15 @@ class Coevo(Method):
                 runner.llm, runner.task, runner.ledger, best.templates, replace(sampling, max_new_tokens=HINT_TOKENS)
             )
             items = reflector.short([pair])
+            if best.notes and isinstance(items[0], TextProposal):  # fold the hint into the notes it extends
+                items.append(reflector.long(best.notes, [items[0].text]))
             runner.record_text(items, best.id)
-            if not isinstance(items[0], TextProposal):
+            if not isinstance(items[-1], TextProposal):
                 return
-            templates, notes = best.templates, items[0].text
+            templates, notes = best.templates, items[-1].text
         else:
-            feedback = [_feedback_line(child, parent) for child, parent in (mine or zip(children, parent_fitness))][:6]
+            shown = mine or zip(children, judged_against)
+            feedback = [_feedback_line(child, parent, runner.task.sense) for child, parent in shown][:6]
             rewriter = ComponentRewriter(runner.llm, runner.ledger, replace(sampling, max_new_tokens=REWRITE_TOKENS))
             items = rewriter.rewrite(best.templates, component, feedback)
             runner.record_text(items, best.id)
@@ -248,20 +255,24 @@ def planned_generations(config: RunConfig, per_generation: int) -> int:
     return max(1, math.ceil((config.budget - initial_evaluations(config)) / per_generation))
 
 
-def _feedback_line(child: Candidate, parent_fitness: float) -> str:
+def _feedback_line(child: Candidate, parent: Candidate, sense: Literal["min", "max"]) -> str:
+    """One line of evaluator feedback for the rewriter, in the task's natural sign and direction."""
     if not child.valid:
         return f"{child.operator} child was invalid: {child.reason}"
-    verdict = "better than" if child.fitness < parent_fitness else "not better than"
-    return f"{child.operator} child scored {child.fitness:.4g}, {verdict} its parent ({parent_fitness:.4g}; lower is better)"
+    verdict = "better than" if child.fitness > parent.fitness else "not better than"
+    return (
+        f"{child.operator} child scored {child.objective:.4g}, {verdict} its parent"
+        f" ({parent.objective:.4g}; {direction(sense)})"
+    )
 
 
 def _reflection_pair(runner: Runner, children: Sequence[Candidate]) -> tuple[Parent, Parent] | None:
     """(the population's best, the worst valid child below it) to reflect on, or None if no such pair."""
     best = runner.population.best
-    worse = [c for c in children if c.valid and best is not None and c.fitness > best.fitness]
+    worse = [c for c in children if c.valid and best is not None and c.fitness < best.fitness]
     if not worse:
         return None
-    return as_parent(best), as_parent(max(worse, key=lambda c: c.fitness))
+    return as_parent(best), as_parent(min(worse, key=lambda c: c.fitness))
 
 
 def prompt_id(templates: PromptTemplates, notes: str) -> str:

@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from coevo.candidate import Candidate, WeightsRef
+from coevo.candidate import Candidate, WeightsRef, fitness_of
 from coevo.es.engine import ESConfig, ESEngine, UpdateStats
 from coevo.es.history import HISTORY_FILENAME
 from coevo.es.perturbation import Perturbation
 from coevo.es.schedules import ScheduleConfig
 from coevo.evaluate.evaluator import EvalResult, Evaluator
 from coevo.llm.base import LLM, SamplingParams, WeightsHost
+from coevo.operators.dedupe import code_fingerprint
 from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.operators.ledger import BudgetLedger
 from coevo.operators.records import Proposal, Rejection, TextProposal
@@ -33,6 +34,7 @@ from coevo.run.config import ConfigError, RunConfig
 from coevo.run.methods import METHODS, Method
 from coevo.run.store import RunStore, StoreHistory
 from tasks import get_task
+from tasks.base import SplitName
 
 
 class Runner:
@@ -61,14 +63,11 @@ class Runner:
         self.on_progress: Callable[[Runner], None] | None = None
         """Called after every batch of evaluations (progress bars)."""
         self._calls_in_step = 0
-        self._exported_updates = 0
-        self.evaluator = Evaluator(
-            self.task,
-            config.eval.split,
-            limit=config.eval.limit,
-            workers=config.eval.workers,
-            cache_dir=run_dir / "eval-cache",
-        )
+        self._exported_updates: int | None = None
+        """ES updates this process has mirrored to the JSONL file; None before its first export."""
+        self._known: dict[str, str] = {}
+        """Fingerprint -> the first code evaluated with that logic."""
+        self.evaluator = self.evaluator_for(config.eval.split)
         self.host: WeightsHost | None = None
         self.engine: ESEngine | None = None
         if config.uses_weights:
@@ -142,8 +141,7 @@ class Runner:
         perturbations = None if perturbations is None else list(perturbations[:count])
         prompt_ids = list(prompt_ids[:count]) if prompt_ids is not None else [None] * count
         items = self._generate(requests, perturbations)
-        codes = [item.code for item in items if isinstance(item, Proposal)]
-        results = iter(self.evaluator.evaluate_many(codes))
+        results = iter(self._evaluate([item.code for item in items if isinstance(item, Proposal)]))
         candidates = []
         for index, item in enumerate(items):
             perturbation = None if perturbations is None else perturbations[index]
@@ -161,7 +159,7 @@ class Runner:
     def add_library(self, codes: dict[str, str]) -> list[Candidate]:
         """Evaluate heuristics from the skill library (name -> code) and charge the budget for them."""
         names = list(codes)[: self.budget_left]
-        results = self.evaluator.evaluate_many([codes[name] for name in names])
+        results = self._evaluate([codes[name] for name in names])
         candidates = []
         for name, result in zip(names, results, strict=True):
             candidate = self._scored(
@@ -199,12 +197,26 @@ class Runner:
         self._calls_in_step += 1
         return replace(self.sampling, seed=int.from_bytes(digest.digest(), "little"))
 
+    def evaluator_for(self, split: SplitName) -> Evaluator:
+        """An evaluator of `split` under the run's eval settings (instance limit, workers) and cache, so
+        held-out scoring is measured as search scoring is."""
+        settings = self.config.eval
+        return Evaluator(
+            self.task, split, limit=settings.limit, workers=settings.workers, cache_dir=self.run_dir / "eval-cache"
+        )
+
     def weights_sha256(self) -> str | None:
         return None if self.host is None else self.host.weights_sha256()
 
     # --- internals ---------------------------------------------------------------------------------
+    def _evaluate(self, codes: Sequence[str]) -> list[EvalResult]:
+        """Verdicts in order. Code with the logic of a heuristic this run already evaluated (the same
+        `code_fingerprint`) is scored as that heuristic, from the evaluator's cache, so a copy with new
+        comments or names never costs sandbox time; its slot is still charged to the budget."""
+        return self.evaluator.evaluate_many([self._known.setdefault(code_fingerprint(c), c) for c in codes])
+
     def _track_best(self, candidate: Candidate) -> None:
-        if candidate.valid and (self.best is None or candidate.fitness < self.best.fitness):
+        if candidate.valid and (self.best is None or candidate.fitness > self.best.fitness):
             self.best = candidate
 
     def _progress(self) -> None:
@@ -252,7 +264,7 @@ class Runner:
     def _scored(self, candidate: Candidate, result: EvalResult) -> Candidate:
         if not result.valid:
             return replace(candidate, reason=result.reason)
-        fitness = result.objective if self.task.sense == "min" else -result.objective
+        fitness = fitness_of(result.objective, self.task.sense)
         return replace(candidate, fitness=fitness, objective=result.objective, gap_pct=result.gap_pct)
 
     def _es_config(self) -> ESConfig:
@@ -291,6 +303,9 @@ class Runner:
         self.ledger = BudgetLedger.from_dict(state["ledger"])
         self.operators = EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
         self.prompts.variants = [PromptVariant.from_dict(v) for v in state["prompts"]]
+        for _, candidate in self.store.candidates():
+            if candidate.code:  # rejected answers have no code and no verdict
+                self._known.setdefault(code_fingerprint(candidate.code), candidate.code)
         if self.engine is not None and self.engine.step != state["es_step"]:
             raise RuntimeError(
                 f"store holds {self.engine.step} ES updates but its last step expects {state['es_step']}"
@@ -299,14 +314,27 @@ class Runner:
             raise RuntimeError("replayed weights differ from the stored run's; was the base model changed?")
 
     def _export_history(self) -> None:
-        """Rewrite the JSONL mirror after a step that added ES updates (and on the first step of a process)."""
+        """Mirror new ES updates to the JSONL file after a step that added some.
+
+        Lines are appended (one write of whole lines, fsync'd), so a run writes each record once. A
+        process's first export rewrites the file from the store instead (write, then rename): that
+        drops whatever a crash tore off an append, and anything the store rolled back.
+        """
         if self.engine is None or self.engine.step == self._exported_updates:
             return
-        self._exported_updates = self.engine.step
         path = self.run_dir / HISTORY_FILENAME
-        staging = path.with_suffix(".tmp")
-        staging.write_text("".join(record.to_json() + "\n" for record in self.store.es_records()))
-        os.replace(staging, path)
+        fresh = self._exported_updates is None
+        lines = "".join(record.to_json() + "\n" for record in self.store.es_records(self._exported_updates or 0))
+        if fresh:
+            staging = path.with_suffix(".tmp")
+            staging.write_text(lines)
+            os.replace(staging, path)
+        else:
+            with open(path, "a", encoding="utf-8") as mirror:
+                mirror.write(lines)
+                mirror.flush()
+                os.fsync(mirror.fileno())
+        self._exported_updates = self.engine.step
 
 
 def build_host(llm: LLM, config: RunConfig) -> WeightsHost:

@@ -105,7 +105,10 @@ class RunStore:
         validation = self.validation()
         if validation is not None and validation["best_key"] is not None:
             key = validation["best_key"]
-            return next(c for _, c in reversed(self.candidates()) if c.key == key), validation["split"]
+            answer = next((c for _, c in reversed(self.candidates()) if c.key == key), None)
+            if answer is None:
+                raise StoreError(f"{self.path}: the validated answer {key} is not among the run's candidates")
+            return answer, validation["split"]
         best = (self.last_state() or {}).get("best")
         return (None if best is None else Candidate.from_dict(best)), "search"
 
@@ -201,8 +204,9 @@ class RunStore:
         self._db.execute("INSERT OR REPLACE INTO prompts VALUES (?, ?, ?)", (variant_id, step, json.dumps(data)))
 
     # --- reading ---------------------------------------------------------------------------------
-    def es_records(self) -> list[UpdateRecord]:
-        rows = self._db.execute("SELECT record FROM es_updates ORDER BY step").fetchall()
+    def es_records(self, since: int = 0) -> list[UpdateRecord]:
+        """The ES updates from step `since` on, in step order."""
+        rows = self._db.execute("SELECT record FROM es_updates WHERE step >= ? ORDER BY step", (since,)).fetchall()
         return [UpdateRecord.from_json(row[0]) for row in rows]
 
     def candidates(self) -> list[tuple[int, Candidate]]:
@@ -217,11 +221,11 @@ class RunStore:
         return {"calls": calls, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
 
     def llm_calls(self) -> list[dict[str, Any]]:
-        self._db.row_factory = sqlite3.Row
-        try:
-            return [dict(row) for row in self._db.execute("SELECT * FROM llm_calls ORDER BY id")]
-        finally:
-            self._db.row_factory = None
+        """Every LLM call as a dict; the row factory is set on this query's own cursor, since the
+        connection is shared across threads."""
+        cursor = self._db.cursor()
+        cursor.row_factory = sqlite3.Row
+        return [dict(row) for row in cursor.execute("SELECT * FROM llm_calls ORDER BY id")]
 
     def prompts(self) -> list[dict[str, Any]]:
         rows = self._db.execute("SELECT step, data FROM prompts ORDER BY step, id").fetchall()

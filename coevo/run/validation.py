@@ -13,8 +13,9 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from coevo.evaluate.evaluator import Evaluator
+from coevo.candidate import Candidate, fitness_of
 from coevo.run.runner import Runner
+from tasks.base import SplitName
 
 
 @dataclass(frozen=True)
@@ -57,17 +58,18 @@ class Validation:
         return lines
 
 
-def validate_best(runner: Runner, split: str = "val") -> Validation:
+def validate_best(runner: Runner, split: SplitName = "val") -> Validation:
     """Score the run's best distinct heuristics on `split`, keep the best there; store and return it."""
-    ranked = sorted((c for _, c in runner.store.candidates() if c.valid), key=lambda c: c.fitness)
-    finalists = list({c.key: c for c in ranked[::-1]}.values())  # one per key, its best-ranked copy
-    finalists = sorted(finalists, key=lambda c: c.fitness)[: runner.config.finalists]
+    ranked = sorted((c for _, c in runner.store.candidates() if c.valid), key=lambda c: c.fitness, reverse=True)
+    distinct: dict[str, Candidate] = {}
+    for candidate in ranked:  # one per key, its best-ranked copy
+        distinct.setdefault(candidate.key, candidate)
+    finalists = list(distinct.values())[: runner.config.finalists]
     codes = [runner.task.seed_code(), *(c.code for c in finalists)]
-    with Evaluator(runner.task, split, cache_dir=runner.run_dir / "eval-cache") as evaluator:
+    with runner.evaluator_for(split) as evaluator:
         seed, *results = [r.to_json() for r in evaluator.evaluate_many(codes)]
-    sign = 1.0 if runner.task.sense == "min" else -1.0
     scored = [(c, r) for c, r in zip(finalists, results, strict=True) if r["valid"]]
-    chosen = min(scored, key=lambda pair: sign * pair[1]["objective"], default=None)
+    chosen = max(scored, key=lambda pair: fitness_of(pair[1]["objective"], runner.task.sense), default=None)
     validation = Validation(
         split,
         None if chosen is None else chosen[1],

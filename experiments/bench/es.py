@@ -24,6 +24,8 @@ Figures (targets in TARGETS):
   typical update (N=8, alpha 5e-4). Drift is per element, so it is measured on one transformer
   layer and the final norm (their norm weights near 1 drift most) to keep the run short.
 Every generation is greedy with exactly `new_tokens` new tokens, so timings compare token for token.
+Speed ratios come from ABAB rounds (`rounds.py`): the median of the per-round ratios, with their range
+as `<figure>_min` and `<figure>_max`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from transformers import AutoTokenizer
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.es.host import TorchWeightsHost, canonical_parameters
 from coevo.es.lowrank import LowRankHost
+from rounds import alternate, ratio_summary
 from coevo.es.perturbation import Perturbation
 from coevo.llm.hf import load_causal_lm, resolve_model_dir
 
@@ -98,7 +101,7 @@ class Settings:
                 quick, population=2, new_tokens=4, lowrank_every=1, perturb_repeats=1, drift_cycles=50, memory_rounds=1
             )
         return cls(
-            quick, population=8, new_tokens=64, lowrank_every=2, perturb_repeats=3, drift_cycles=1000, memory_rounds=3
+            quick, population=8, new_tokens=64, lowrank_every=2, perturb_repeats=5, drift_cycles=1000, memory_rounds=3
         )
 
 
@@ -152,14 +155,14 @@ def measure_perturb(model: torch.nn.Module, settings: Settings) -> dict[str, flo
         host.restore()
 
     coevo_cycle()  # warm-up: the first write to each lazily mapped weight page costs a page fault
-    reference, coevo = [], []
-    for _ in range(settings.perturb_repeats):  # interleaved; min over repeats is robust to a busy CPU
-        reference.append(timed(lambda: reference_perturb_restore(model, 1, SIGMA)))
-        coevo.append(timed(coevo_cycle))
+    seconds = alternate(
+        {"reference": lambda: timed(lambda: reference_perturb_restore(model, 1, SIGMA)), "coevo": lambda: timed(coevo_cycle)},
+        settings.perturb_repeats,
+    )
     return {
-        "perturb_restore_reference_s": min(reference),
-        "perturb_restore_coevo_s": min(coevo),
-        "perturb_speedup": min(reference) / min(coevo),
+        "perturb_restore_reference_s": float(np.median(seconds["reference"])),
+        "perturb_restore_coevo_s": float(np.median(seconds["coevo"])),
+        **ratio_summary("perturb_speedup", seconds["reference"], seconds["coevo"]),
     }
 
 
@@ -167,10 +170,10 @@ def measure_perturb(model: torch.nn.Module, settings: Settings) -> dict[str, flo
 
 
 def measure_generation(model, tokenizer, settings: Settings) -> dict[str, float]:
-    """Rounds of (plain, one full-rank member[, low-rank population]) generations, interleaved.
+    """ABAB rounds of (plain, one full-rank member[, low-rank population]) generations.
 
-    Sums give the figures as defined; the median of per-round ratios is printed too, as a check that
-    is robust to other load on a shared machine.
+    Each figure is the median of its per-round ratios, with their range: both sides of a ratio run
+    in the same short round, so load on a shared machine moves them together.
     """
     batch = prompt_batch(tokenizer)
     host = TorchWeightsHost(model, scope="full", restore="inplace")
@@ -194,18 +197,16 @@ def measure_generation(model, tokenizer, settings: Settings) -> dict[str, float]
         if index % settings.lowrank_every == 0:
             lowrank_s.append(timed(lowrank_generation))
     tell_s = timed(lambda: engine.tell(members, rewards))
-    paired_plain_s = plain_s[:: settings.lowrank_every]
     tokens = len(PROMPTS) * settings.new_tokens
     return {
         "inference_generation_s": sum(plain_s),
         "es_generation_s": sum(member_s) + tell_s,
         "es_update_s": tell_s,
-        "es_over_inference": (sum(member_s) + tell_s) / sum(plain_s),
-        "es_over_inference_median": float(np.median(np.divide(member_s, plain_s))) + tell_s / sum(plain_s),
+        # each member's round carries its share of the one update
+        **ratio_summary("es_over_inference", [s + tell_s / len(member_s) for s in member_s], plain_s),
         "plain_tokens_per_s": tokens * len(plain_s) / sum(plain_s),
         "lowrank_tokens_per_s": tokens * len(lowrank_s) / sum(lowrank_s),
-        "lowrank_throughput_ratio": sum(paired_plain_s) / sum(lowrank_s),
-        "lowrank_throughput_ratio_median": float(np.median(np.divide(paired_plain_s, lowrank_s))),
+        **ratio_summary("lowrank_throughput_ratio", plain_s[:: settings.lowrank_every], lowrank_s),
     }
 
 
@@ -376,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             print("\n".join(format_line(name, value) for name, value in section.items()), flush=True)
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps(results))
     return 0
 
 

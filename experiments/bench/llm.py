@@ -26,6 +26,7 @@ from coevo.llm.base import Completion, Message, SamplingParams
 from coevo.llm.hf import DEFAULT_MODEL, HFBackend
 from coevo.llm.openai_compat import OpenAICompatLLM
 from coevo.llm.seeds import request_seed
+from rounds import alternate, ratio_summary
 
 TOPICS = [
     "a lighthouse keeper",
@@ -94,8 +95,8 @@ def _start_server(model: str, port: int, log: object) -> subprocess.Popen[bytes]
 def run(model: str, max_new_tokens: int, rounds: int) -> dict[str, object]:
     """All three measurements in one process (the server in a child process), plus the ratios.
 
-    The modes alternate for `rounds` rounds and each keeps its fastest: on a shared machine, load
-    from other processes only ever slows a run down, so the minimum is the cleanest comparison.
+    The modes alternate in `rounds` ABAB rounds (`rounds.py`); each ratio is the median of its
+    per-round ratios, with their range, so load on a shared machine moves both sides together.
     """
     backend = HFBackend.load(model, max_batch_size=len(REQUESTS))
     sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, seed=2024)
@@ -114,27 +115,30 @@ def run(model: str, max_new_tokens: int, rounds: int) -> dict[str, object]:
                     "inprocess_batch8": lambda: backend.generate_each(items),
                     "served_concurrency8": lambda: client.generate(REQUESTS, sampling),
                 }
-                best: dict[str, Measurement] = {}
-                for round_number in range(rounds):
-                    for mode, generate in modes.items():
+                def announced(mode: str, generate: Callable[[], list[Completion]]) -> Callable[[], Measurement]:
+                    def measure() -> Measurement:
                         measured = _timed(generate)
-                        print(f"round {round_number}: {mode} {measured.to_json()}", file=sys.stderr, flush=True)
-                        if mode not in best or measured.seconds < best[mode].seconds:
-                            best[mode] = measured
+                        print(f"{mode} {measured.to_json()}", file=sys.stderr, flush=True)
+                        return measured
+
+                    return measure
+
+                samples = alternate({mode: announced(mode, run) for mode, run in modes.items()}, rounds)
         finally:
             server.terminate()
             server.wait(timeout=30)
 
-    batch1, batch8, served = best["inprocess_batch1"], best["inprocess_batch8"], best["served_concurrency8"]
+    speed = {mode: [m.tokens_per_s for m in measured] for mode, measured in samples.items()}
+    batch1, batch8, served = (samples[mode] for mode in ("inprocess_batch1", "inprocess_batch8", "served_concurrency8"))
     return {
         "model": model,
         "max_new_tokens": max_new_tokens,
         "requests": len(REQUESTS),
         "rounds": rounds,
-        **{mode: measured.to_json() for mode, measured in best.items()},
-        "same_text_in_all_three": batch1.texts == batch8.texts == served.texts,
-        "batch8_over_batch1": round(batch8.tokens_per_s / batch1.tokens_per_s, 3),
-        "served_over_inprocess": round(served.tokens_per_s / batch8.tokens_per_s, 3),
+        **{mode: measured[-1].to_json() for mode, measured in samples.items()},
+        "same_text_in_all_three": all(a.texts == b.texts == c.texts for a, b, c in zip(batch1, batch8, served)),
+        **ratio_summary("batch8_over_batch1", speed["inprocess_batch8"], speed["inprocess_batch1"]),
+        **ratio_summary("served_over_inprocess", speed["served_concurrency8"], speed["inprocess_batch8"]),
         "targets": {"batch8_over_batch1": 3.0, "served_over_inprocess": 0.85},
     }
 
@@ -144,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="embedded model name or local model directory")
     parser.add_argument("--tokens", type=int, default=32, help="max new tokens per request")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; each mode keeps its fastest")
+    parser.add_argument("--rounds", type=int, default=4, help="ABAB rounds; ratios are medians of per-round ratios")
     args = parser.parse_args(argv)
     result = run(args.model, args.tokens, args.rounds)
     if args.json:
@@ -154,8 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         row = result[mode]
         print(f"{mode:22s} {row['tokens']:5d} tokens {row['seconds']:8.2f} s {row['tokens_per_s']:8.2f} tok/s")  # type: ignore[index]
     print(f"same text in all three: {result['same_text_in_all_three']}")
-    print(f"batch8_over_batch1    {result['batch8_over_batch1']}  (target >= 3)")
-    print(f"served_over_inprocess {result['served_over_inprocess']}  (target >= 0.85)")
+    for name, target in result["targets"].items():  # type: ignore[union-attr]
+        low, high = result[f"{name}_min"], result[f"{name}_max"]
+        print(f"{name:22s} {result[name]:.3f}  (rounds {low:.3f}-{high:.3f}; target >= {target})")
     return 0
 
 
