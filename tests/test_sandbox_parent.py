@@ -21,6 +21,7 @@ import pytest
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.channel import MAX_DEPTH, MAX_FRAME_BYTES, frame
 from coevo.evaluate.probe import ProbeTask
+from coevo.evaluate.sandbox import InstancePayload, Sandbox
 from stand_in_child import supervise
 
 LIMITS = Limits(instance_seconds=1.0, candidate_seconds=2.0)
@@ -148,3 +149,14 @@ def test_the_layers_greeting_is_read_and_missing_layers_are_named(caplog: pytest
     missing = [name for name, held in layers.items() if held is not True]
     assert all(name in caplog.text for name in missing)
     assert json.dumps(layers)  # plain data, as the report and the CLI show it
+
+
+def test_only_the_measured_layers_can_be_left_out() -> None:
+    task = ProbeTask()
+    payload = InstancePayload.of(task.groups("search")[0].instances)
+    with pytest.raises(ValueError, match="can be left out"):
+        Sandbox(task, payload, skipped_layers=frozenset({"network"}))
+    with Sandbox(task, payload, skipped_layers=frozenset({"filesystem", "seccomp"})) as weakened:
+        assert weakened.run(task.seed_code(), LIMITS).failure is None
+        assert weakened.layers["filesystem"] is False and weakened.layers["seccomp"] == "left out"
+        assert weakened.layers["network"] is True

@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 _WARNED_LAYERS: set[str] = set()
 
 
+SKIPPABLE_LAYERS = frozenset({"filesystem", "seccomp", "own_uids"})
 MAX_CANDIDATE_BYTES = 256 << 20
 """Most bytes one candidate may send in all, whatever its frames."""
 _SOLUTION_KEYS = (frozenset({"index", "solution", "at"}), frozenset({"index", "solution", "at", "done"}))
@@ -109,7 +110,18 @@ class Sandbox:
     ``parallel`` is how many ``run`` calls may be in flight at once; a batch covers them all.
     """
 
-    def __init__(self, task: Task, payload: InstancePayload, parallel: int = 1, python_guards: bool = True) -> None:
+    def __init__(
+        self,
+        task: Task,
+        payload: InstancePayload,
+        parallel: int = 1,
+        python_guards: bool = True,
+        skipped_layers: frozenset[str] = frozenset(),
+    ) -> None:
+        """``python_guards=False`` and ``skipped_layers`` (of ``SKIPPABLE_LAYERS``) weaken the
+        sandbox: the first to test that the kernel layers hold alone, the second to measure them."""
+        if not skipped_layers <= SKIPPABLE_LAYERS:
+            raise ValueError(f"only {sorted(SKIPPABLE_LAYERS)} can be left out, got {sorted(skipped_layers)}")
         if parallel < 1:
             raise ValueError(f"parallel must be at least 1, got {parallel}")
         self._task_ref = (type(task).__module__, type(task).__qualname__)
@@ -120,6 +132,7 @@ class Sandbox:
         self._spares: collections.deque[_Child] = collections.deque()
         self._lock = threading.Lock()
         self._python_guards = python_guards
+        self._skipped = ",".join(sorted(skipped_layers)) or "-"
         self.layers: dict[str, bool | str] = {}
         """The kernel layers the running fork server holds: True, False, or why not (its greeting)."""
 
@@ -213,7 +226,7 @@ class Sandbox:
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "coevo.evaluate.zygote", str(server_end.fileno()), str(instances_fd)]
-                + [*self._task_ref, guards],
+                + [*self._task_ref, guards, self._skipped],
                 pass_fds=[server_end.fileno(), instances_fd],
                 env=fork_server_environment(),
                 stdin=subprocess.DEVNULL,
@@ -233,7 +246,7 @@ class Sandbox:
             raise SandboxError(f"the fork server failed to start (exit code {self._process.poll()})")
         parent_end.settimeout(None)
         self.layers = json.loads(greeting[len(b"ready") :])
-        _warn_missing_layers(self.layers)
+        _warn_missing_layers({name: held for name, held in self.layers.items() if name not in self._skipped})
         return parent_end
 
 

@@ -17,8 +17,10 @@ A fork is cheap only while little memory is written afterwards: every page that 
 a child writes after the fork is copied first. Hence ``gc.freeze``, the disabled threading
 reset, and forking children in batches with no bookkeeping between the forks.
 
-Run as ``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS GUARDS``; INSTANCES_FD
-holds the pickled instances; GUARDS is ``on``, or ``off`` to test the kernel layers alone.
+Run as ``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS GUARDS SKIPPED``;
+INSTANCES_FD holds the pickled instances; GUARDS is ``on``, or ``off`` to test the kernel layers
+alone; SKIPPED is ``-``, or kernel layers to leave out (``filesystem,seccomp,own_uids``), only
+to measure what each costs.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ SERVER_SYSCALLS = frozenset({"fork", "clone", "clone3", "kill", "tgkill"})
 """What the fork server itself still needs of the denied calls: forking children, killing them."""
 
 
-def main(control_fd: int, instances_fd: int, module_name: str, class_name: str, guards: str) -> None:
+def main(control_fd: int, instances_fd: int, module_name: str, class_name: str, guards: str, skipped: str) -> None:
     for name in PRELOADED_MODULES:
         importlib.import_module(name)
     task = getattr(importlib.import_module(module_name), class_name)()
@@ -55,11 +57,12 @@ def main(control_fd: int, instances_fd: int, module_name: str, class_name: str, 
         prepared = Prepared.build(task, pickle.load(instances), python_guards=guards == "on")
     stdio = os.open(os.devnull, os.O_RDWR)  # the children's stdin/out/err: their root has no /dev
     filters = _compile_filters()  # before the empty root: libseccomp is loaded from disk
-    confinement = confine_server()
+    left_out = frozenset(skipped.split(",")) - {"-"}
+    confinement = confine_server(filesystem="filesystem" not in left_out, own_uids="own_uids" not in left_out)
     erase_environment()
     become_subreaper()
     forbid_privilege_gain()
-    layers = {**vars(confinement), "seccomp": _confine_system_calls(filters)}
+    layers = {**vars(confinement), "seccomp": "left out" if "seccomp" in left_out else _confine_system_calls(filters)}
     _skip_threading_reset_in_children()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)  # inherited by every child: these signals kill it
@@ -227,4 +230,4 @@ def _kill_group(pid: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6])

@@ -10,9 +10,10 @@ memory (``--parent-mb``), because the baseline forks the evaluating process and 
 holds its model's weights; coevo's fork server does not depend on the parent's size.
 
 Columns: candidates/second of both (medians over alternating rounds, so both see the same load
-on a shared machine), their ratio, coevo's per-candidate overhead (median sequential wall time
+on a shared machine), the median of the per-round ratios and their range, coevo's per-candidate overhead (median sequential wall time
 minus the heuristic's in-process time), and CPU milliseconds per candidate summed over every
-process involved (the figure that a busy machine distorts least).
+process involved (the figure that a busy machine distorts least). Then what each kernel layer
+(the empty root's mount namespace, seccomp, a uid per child) adds per trivial candidate.
 
 Usage: ``python experiments/bench/sandbox.py [--candidates N] [--rounds R] [--seed-candidates M]
 [--limit L] [--workers W] [--parent-mb MB] [--json]``
@@ -37,6 +38,8 @@ import psutil
 
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.probe import ProbeTask
+from coevo.evaluate.sandbox import SKIPPABLE_LAYERS, InstancePayload, Sandbox
+from rounds import alternate, ratio_summary
 from tasks import TASK_NAMES, get_task
 from tasks.base import Instance, InvalidSolution, Task
 
@@ -51,6 +54,9 @@ class Row:
     coevo_per_s: float
     baseline_per_s: float
     ratio: float
+    """The median of the per-round ratios; ``ratio_min``/``ratio_max`` are their range."""
+    ratio_min: float
+    ratio_max: float
     coevo_overhead_ms: float
     """Median sequential wall time per candidate minus the in-process time of its heuristic."""
     coevo_cpu_ms: float
@@ -152,19 +158,60 @@ def measure(label: str, task: Task, code: str, count: int, limit: int | None, ar
                 start = time.perf_counter()
                 evaluator.evaluate(candidate)
                 sequential.append(time.perf_counter() - start)
-    coevo_rate, baseline_rate = statistics.median(coevo_rates), statistics.median(baseline_rates)
+    ratios = ratio_summary("ratio", coevo_rates, baseline_rates)
     return Row(
         candidate=label,
         candidates=count,
         n_instances=len(instances),
-        coevo_per_s=coevo_rate,
-        baseline_per_s=baseline_rate,
-        ratio=coevo_rate / baseline_rate,
+        coevo_per_s=statistics.median(coevo_rates),
+        baseline_per_s=statistics.median(baseline_rates),
+        **ratios,
         coevo_overhead_ms=1000 * (statistics.median(sequential) - in_process_seconds(code, task, instances)),
         coevo_cpu_ms=1000 * statistics.median(coevo_cpu),
         baseline_cpu_ms=1000 * statistics.median(baseline_cpu),
         all_valid=valid,
     )
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    layer: str
+    ms: float
+    """Median over rounds of (full sandbox - sandbox without this layer), per trivial candidate."""
+    ms_min: float
+    ms_max: float
+
+
+def layer_costs(args: argparse.Namespace) -> list[LayerCost]:
+    """What each kernel layer adds to a trivial candidate's sequential wall time.
+
+    The full sandbox and one without the layer alternate round by round (ABAB); each round times
+    ``--layer-candidates`` candidates one after another on each side and keeps the median.
+    """
+    task = ProbeTask()
+    payload = InstancePayload.of(instances_of(task, None))
+    limits = Limits()
+    costs = []
+    for layer in sorted(SKIPPABLE_LAYERS):
+        with Sandbox(task, payload) as full, Sandbox(task, payload, skipped_layers=frozenset({layer})) as without:
+            sides = {"full": lambda: per_candidate_seconds(full, limits, args), "without": lambda: per_candidate_seconds(without, limits, args)}
+            for sandbox in (full, without):
+                sandbox.run(TRIVIAL_CODE, limits)  # start both fork servers outside the timed rounds
+            samples = alternate(sides, args.rounds)
+        differences = [1000 * (a - b) for a, b in zip(samples["full"], samples["without"])]
+        costs.append(LayerCost(layer, statistics.median(differences), min(differences), max(differences)))
+    return costs
+
+
+def per_candidate_seconds(sandbox: Sandbox, limits: Limits, args: argparse.Namespace) -> float:
+    times = []
+    for _ in range(args.layer_candidates):
+        start = time.perf_counter()
+        outcome = sandbox.run(TRIVIAL_CODE, limits)
+        times.append(time.perf_counter() - start)
+        if outcome.failure is not None:
+            raise RuntimeError(f"the trivial candidate failed: {outcome.failure}")
+    return statistics.median(times)
 
 
 def seed_rows(args: argparse.Namespace) -> tuple[list[Row], list[str]]:
@@ -194,6 +241,7 @@ def main() -> None:
         help="also time the trivial candidate with this much memory resident in the evaluating process "
         "(540 MB: SmolLM2-135M in fp32, as the coevo runner holds it); 0 to skip",
     )
+    parser.add_argument("--layer-candidates", type=int, default=40, help="trivial candidates per side and round when timing each kernel layer (0: skip)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args()
     rows = [measure("trivial", ProbeTask(), TRIVIAL_CODE, args.candidates, None, args)]
@@ -205,23 +253,29 @@ def main() -> None:
         del model_weights
     more, skipped = seed_rows(args) if args.seed_candidates > 0 else ([], [])
     rows += more
+    costs = layer_costs(args) if args.layer_candidates > 0 else []
     if args.json:
-        print(json.dumps({"workers": args.workers, "rows": [asdict(row) for row in rows], "skipped": skipped}))
+        report = {"workers": args.workers, "rows": [asdict(row) for row in rows], "skipped": skipped}
+        print(json.dumps({**report, "layer_costs": [asdict(cost) for cost in costs]}))
         return
     print(
         f"workers={args.workers}, medians of {args.rounds} alternating rounds "
         "(baseline: one multiprocessing.Process + Queue per candidate)"
     )
     print(
-        f"{'candidate':<24}{'n':>5}{'inst':>6}{'coevo/s':>10}{'base/s':>10}{'ratio':>8}{'overhead ms':>13}"
-        f"{'cpu ms coevo':>14}{'cpu ms base':>13}  valid"
+        f"{'candidate':<24}{'n':>5}{'inst':>6}{'coevo/s':>10}{'base/s':>10}{'ratio':>8}{'range':>14}"
+        f"{'overhead ms':>13}{'cpu ms coevo':>14}{'cpu ms base':>13}  valid"
     )
     for row in rows:
         print(
             f"{row.candidate:<24}{row.candidates:>5}{row.n_instances:>6}{row.coevo_per_s:>10.1f}"
-            f"{row.baseline_per_s:>10.1f}{row.ratio:>7.2f}x{row.coevo_overhead_ms:>13.2f}"
-            f"{row.coevo_cpu_ms:>14.2f}{row.baseline_cpu_ms:>13.2f}  {row.all_valid}"
+            f"{row.baseline_per_s:>10.1f}{row.ratio:>7.2f}x{f'{row.ratio_min:.2f}-{row.ratio_max:.2f}x':>14}"
+            f"{row.coevo_overhead_ms:>13.2f}{row.coevo_cpu_ms:>14.2f}{row.baseline_cpu_ms:>13.2f}  {row.all_valid}"
         )
+    if costs:
+        print(f"\nkernel layers, ms per trivial candidate (full sandbox minus one without it; median and range of {args.rounds} ABAB rounds)")
+        for cost in costs:
+            print(f"{cost.layer:<24}{cost.ms:>8.3f}  ({cost.ms_min:.3f} to {cost.ms_max:.3f})")
     if skipped:
         print("skipped (not importable yet):", ", ".join(skipped), file=sys.stderr)
 
