@@ -22,6 +22,7 @@ Usage: ``python experiments/bench/sandbox.py [--candidates N] [--rounds R] [--se
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing
 import os
@@ -177,9 +178,14 @@ def measure(label: str, task: Task, code: str, count: int, limit: int | None, ar
 class LayerCost:
     layer: str
     ms: float
-    """Median over rounds of (full sandbox - sandbox without this layer), per trivial candidate."""
+    """Median over rounds of (full sandbox - sandbox without this layer): wall time per trivial
+    candidate, run one after another."""
     ms_min: float
     ms_max: float
+    cpu_ms: float
+    """The same difference in CPU time over the fork server and its children (less load-sensitive)."""
+    cpu_ms_min: float
+    cpu_ms_max: float
 
 
 def layer_costs(args: argparse.Namespace) -> list[LayerCost]:
@@ -194,24 +200,29 @@ def layer_costs(args: argparse.Namespace) -> list[LayerCost]:
     costs = []
     for layer in sorted(SKIPPABLE_LAYERS):
         with Sandbox(task, payload) as full, Sandbox(task, payload, skipped_layers=frozenset({layer})) as without:
-            sides = {"full": lambda: per_candidate_seconds(full, limits, args), "without": lambda: per_candidate_seconds(without, limits, args)}
             for sandbox in (full, without):
                 sandbox.run(TRIVIAL_CODE, limits)  # start both fork servers outside the timed rounds
+            sides = {name: functools.partial(per_candidate_cost, box, limits, args) for name, box in (("full", full), ("without", without))}
             samples = alternate(sides, args.rounds)
-        differences = [1000 * (a - b) for a, b in zip(samples["full"], samples["without"])]
-        costs.append(LayerCost(layer, statistics.median(differences), min(differences), max(differences)))
+        figures = []
+        for measure_index in (0, 1):
+            differences = [1000 * (a[measure_index] - b[measure_index]) for a, b in zip(samples["full"], samples["without"])]
+            figures += [statistics.median(differences), min(differences), max(differences)]
+        costs.append(LayerCost(layer, *figures))
     return costs
 
 
-def per_candidate_seconds(sandbox: Sandbox, limits: Limits, args: argparse.Namespace) -> float:
-    times = []
+def per_candidate_cost(sandbox: Sandbox, limits: Limits, args: argparse.Namespace) -> tuple[float, float]:
+    """Median wall seconds and mean CPU seconds (fork server and children) per trivial candidate."""
+    server = psutil.Process(sandbox.server_pid)
+    times, cpu = [], cpu_seconds(server)
     for _ in range(args.layer_candidates):
         start = time.perf_counter()
         outcome = sandbox.run(TRIVIAL_CODE, limits)
         times.append(time.perf_counter() - start)
         if outcome.failure is not None:
             raise RuntimeError(f"the trivial candidate failed: {outcome.failure}")
-    return statistics.median(times)
+    return statistics.median(times), (cpu_seconds(server) - cpu) / args.layer_candidates
 
 
 def seed_rows(args: argparse.Namespace) -> tuple[list[Row], list[str]]:
@@ -241,7 +252,7 @@ def main() -> None:
         help="also time the trivial candidate with this much memory resident in the evaluating process "
         "(540 MB: SmolLM2-135M in fp32, as the coevo runner holds it); 0 to skip",
     )
-    parser.add_argument("--layer-candidates", type=int, default=40, help="trivial candidates per side and round when timing each kernel layer (0: skip)")
+    parser.add_argument("--layer-candidates", type=int, default=200, help="trivial candidates per side and round when timing each kernel layer (0: skip)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args()
     rows = [measure("trivial", ProbeTask(), TRIVIAL_CODE, args.candidates, None, args)]
@@ -273,9 +284,16 @@ def main() -> None:
             f"{row.coevo_overhead_ms:>13.2f}{row.coevo_cpu_ms:>14.2f}{row.baseline_cpu_ms:>13.2f}  {row.all_valid}"
         )
     if costs:
-        print(f"\nkernel layers, ms per trivial candidate (full sandbox minus one without it; median and range of {args.rounds} ABAB rounds)")
+        print(
+            f"\nkernel layers: ms per trivial candidate, full sandbox minus one without the layer "
+            f"(median and range of {args.rounds} ABAB rounds)"
+        )
+        print(f"{'layer':<14}{'wall ms':>10}{'range':>20}{'cpu ms':>10}{'range':>20}")
         for cost in costs:
-            print(f"{cost.layer:<24}{cost.ms:>8.3f}  ({cost.ms_min:.3f} to {cost.ms_max:.3f})")
+            print(
+                f"{cost.layer:<14}{cost.ms:>10.3f}{f'{cost.ms_min:.3f} to {cost.ms_max:.3f}':>20}"
+                f"{cost.cpu_ms:>10.3f}{f'{cost.cpu_ms_min:.3f} to {cost.cpu_ms_max:.3f}':>20}"
+            )
     if skipped:
         print("skipped (not importable yet):", ", ".join(skipped), file=sys.stderr)
 
