@@ -18,14 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from coevo.ahd import AHDWorkload
 from coevo.candidate import Candidate, WeightsRef
 from coevo.es.engine import ESConfig, ESEngine, UpdateStats
 from coevo.es.history import HISTORY_FILENAME
 from coevo.es.perturbation import Perturbation
+from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import ScheduleConfig
-from coevo.ahd import AHDWorkload
 from coevo.evaluate.evaluator import Evaluator
-from coevo.llm.base import LLM, SamplingParams, WeightsHost
+from coevo.llm.base import LLM, SamplingParams, WeightsBackend
 from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.operators.ledger import BudgetLedger
 from coevo.operators.records import Proposal, Rejection, TextProposal
@@ -33,8 +34,8 @@ from coevo.population import Population, PromptPool, PromptVariant
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.methods import METHODS, Method
 from coevo.run.store import RunStore, StoreHistory
-from tasks import get_task
 from coevo.workload import Evaluation, Member, Workload
+from tasks import get_task
 from tasks.base import SplitName
 
 
@@ -340,17 +341,22 @@ class Runner:
 
 
 def build_host(llm: LLM, config: RunConfig) -> WeightsHost:
-    """The weights host an ES method drives: full rank on any torch model, or batched low rank."""
+    """The weights host an ES method drives, as the backend builds it over its own weights.
+
+    A backend that is not a `WeightsBackend` but exposes its torch module as `model` (test doubles,
+    user factories) gets the torch host over that module.
+    """
     model = getattr(llm, "model", None)
-    if not getattr(llm, "supports_weights", False) or model is None:
+    if not getattr(llm, "supports_weights", False) or not (isinstance(llm, WeightsBackend) or model is not None):
         raise ConfigError(f"method {config.method} evolves weights, but backend {llm.name!r} is prompt-only")
-    if config.es.rank:
-        from coevo.es.lowrank import LowRankHost
+    try:
+        if isinstance(llm, WeightsBackend):
+            return llm.weights_host(config.es.scope, config.es.rank)
+        from coevo.es.host import module_host
 
-        return LowRankHost(model, rank=config.es.rank, scope=config.es.scope)
-    from coevo.es.host import TorchWeightsHost
-
-    return TorchWeightsHost(model, scope=config.es.scope)
+        return module_host(model, config.es.scope, config.es.rank)
+    except ValueError as exc:
+        raise ConfigError(f"method {config.method}: {exc}") from None
 
 
 def summary(store: RunStore) -> dict[str, Any]:
