@@ -35,12 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from coevo.es.history import ESHistory, UpdateRecord, replay
+from coevo.es.history import UpdateRecord, replay
 from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Perturbation, Update
+from coevo.es.protocols import History, WeightsHost
 from coevo.es.schedules import Schedule, ScheduleConfig
 from coevo.es.shaping import SHAPINGS, Shaping, penalize_invalid
-from coevo.llm.base import WeightsHost
 
 
 class ESConfig(BaseModel):
@@ -98,7 +98,7 @@ class ESEngine:
         self,
         config: ESConfig,
         host: WeightsHost,
-        history: ESHistory | None = None,
+        history: History | None = None,
         *,
         sigma_schedule: Schedule | None = None,
         alpha_schedule: Schedule | None = None,
@@ -114,7 +114,7 @@ class ESEngine:
         self.step = start_step
 
     @classmethod
-    def resume(cls, config: ESConfig, host: WeightsHost, history: ESHistory, **injected) -> ESEngine:
+    def resume(cls, config: ESConfig, host: WeightsHost, history: History, **injected) -> ESEngine:
         """Replay `history` into the host's base weights and continue after its last step."""
         records = history.load()
         replay(host, records)

@@ -20,7 +20,7 @@ from torch import nn
 from coevo.es.host import TorchWeightsHost
 from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Update
-from coevo.llm.base import WeightsHost
+from coevo.es.protocols import WeightsHost
 
 HISTORY_FILENAME = "es_history.jsonl"
 """A run directory's ES history, as `coevo run` writes it and `coevo serve --run-dir` reads it."""

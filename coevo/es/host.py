@@ -27,6 +27,7 @@ from torch import nn
 from coevo.es.noise import NOISE_VERSION, noise_key, perturb_, perturb_all_
 from coevo.es.optim import ParamState, apply_update_
 from coevo.es.perturbation import Perturbation, PerturbedContext, Update
+from coevo.es.protocols import WeightsHost
 
 RestoreMode = Literal["exact", "inplace"]
 
@@ -199,3 +200,13 @@ class TorchWeightsHost(PerturbedContext):
             np.copyto(t.direct, values)
         else:
             t.tensor.copy_(torch.from_numpy(values).view(t.tensor.shape))
+
+
+def module_host(module: nn.Module, scope: str, rank: int = 0) -> WeightsHost:
+    """The host over a torch module's weights: full-rank members in place (`rank` 0), or rank-`rank`
+    members decoded together in one batch (`LowRankHost`)."""
+    if rank:
+        from coevo.es.lowrank import LowRankHost  # lowrank builds on this module, so it is imported late
+
+        return LowRankHost(module, rank=rank, scope=scope)
+    return TorchWeightsHost(module, scope=scope)

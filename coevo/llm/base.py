@@ -1,48 +1,26 @@
-"""The two protocols of the LLM layer: `LLM` (conversations in, completions out) and `WeightsHost`
-(where an ES engine's decisions touch weights). Backends implement one or both."""
+"""The protocols of the LLM layer: `LLM` (conversations in, completions out) and `WeightsBackend` (an
+LLM that builds the `WeightsHost` over its own weights, where an ES engine's decisions touch them).
+`WeightsHost` itself lives with the engine, in `coevo.es.protocols`; it is re-exported here."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from coevo.es.perturbation import Perturbation, Update
+from coevo.es.protocols import WeightsHost
+
+__all__ = ["LLM", "Completion", "Message", "SamplingParams", "WeightsBackend", "WeightsHost"]
 
 
 @runtime_checkable
-class WeightsHost(Protocol):
-    """Owns a model's weights and applies seed-described perturbations and updates where they live.
+class WeightsBackend(Protocol):
+    """An `LLM` whose weights ES can move: it builds the `WeightsHost` over its own weights."""
 
-    The ES engine never sees tensors: it sends `Perturbation`s and `Update`s (seeds and numbers), so a
-    host may be an in-process torch module, an inference-server worker or a batched low-rank population.
-    Contract: perturb() and apply_update() require the unperturbed state; restore() returns to it.
-    """
+    name: str
 
-    scope: str
-    """Which parameters evolve (e.g. "full", "all_linear", a name regex); recorded in the history."""
-    noise_version: str
-    """Identifies how seeds become directions; a history replays only on a host with the same one."""
-
-    def perturb(self, perturbation: Perturbation) -> None:
-        """Set the weights to theta + sign * sigma * eps(seed)."""
-        ...
-
-    def restore(self) -> None:
-        """Return to theta after perturb()."""
-        ...
-
-    def perturbed(self, perturbation: Perturbation) -> AbstractContextManager[None]:
-        """perturb() on entry, restore() on exit, even on error."""
-        ...
-
-    def apply_update(self, update: Update) -> None:
-        """Move theta by one ES step (fp32 arithmetic, optimizer state kept by the host)."""
-        ...
-
-    def weights_sha256(self) -> str:
-        """Hash of the live weights (names, dtypes, shapes, bytes): equal hashes mean equal models."""
+    def weights_host(self, scope: str, rank: int = 0) -> WeightsHost:
+        """A host over this backend's weights: full-rank members (`rank` 0) or rank-`rank` ones batched."""
         ...
 
 

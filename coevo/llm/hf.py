@@ -51,7 +51,7 @@ from coevo.llm.models import SPLIT_MODELS, joined_gguf, known_models  # noqa: E4
 from coevo.llm.seeds import request_seed  # noqa: E402
 
 if TYPE_CHECKING:
-    from coevo.es.host import TorchWeightsHost
+    from coevo.es.protocols import WeightsHost
 
 
 def _convert_gguf(gguf: Path, target: Path) -> None:
@@ -239,11 +239,15 @@ class HFBackend:
         return cls(model, tokenizer, name=name, max_batch_size=max_batch_size)
 
     @cached_property
-    def host(self) -> TorchWeightsHost:
-        """The `WeightsHost` the ES engine drives; it edits `self.model` in place."""
-        from coevo.es.host import TorchWeightsHost
+    def host(self) -> WeightsHost:
+        """A full-rank, full-scope host over `self.model`, for driving the backend by hand."""
+        return self.weights_host("full")
 
-        return TorchWeightsHost(self.model)
+    def weights_host(self, scope: str, rank: int = 0) -> WeightsHost:
+        """The `WeightsHost` the ES engine drives (`WeightsBackend`); it edits `self.model` in place."""
+        from coevo.es.host import module_host
+
+        return module_host(self.model, scope, rank)
 
     @property
     def weights_id(self) -> str:

@@ -251,6 +251,14 @@ class VLLMBackend:
         self.name = name or Path(model).name
         self.host = VLLMWeightsHost(self.engine, scope)
 
+    def weights_host(self, scope: str, rank: int = 0) -> VLLMWeightsHost:
+        """The worker-side host (`WeightsBackend`): full-rank members over the scope the engine loaded."""
+        if rank:
+            raise ValueError("the vLLM backend evolves full-rank members only: set es.rank = 0")
+        if scope != self.host.scope:
+            raise ValueError(f"this vLLM backend was loaded with scope {self.host.scope!r}, not {scope!r}")
+        return self.host
+
     @property
     def weights_id(self) -> str:
         return _on_worker(self.engine, "coevo_fingerprint", self.name)

@@ -14,9 +14,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coevo.operators.templates import OPERATORS
+from coevo.run.methods import METHODS as METHOD_CLASSES
 
-METHODS = ("sample", "eoh", "sample+es", "eoh+es", "coevo")
-WEIGHT_METHODS = frozenset({"sample+es", "eoh+es", "coevo"})
+METHODS = tuple(METHOD_CLASSES)
+"""The valid method names, as the method classes declare them."""
 
 
 class ConfigError(ValueError):
@@ -73,7 +74,7 @@ class CoevoSettings(_Section):
 class RunConfig(_Section):
     """Everything a run needs; `budget` counts candidate evaluations (every proposal slot counts)."""
 
-    method: Literal["sample", "eoh", "sample+es", "eoh+es", "coevo"]
+    method: str
     task: str
     model: str = Field("smollm2-135m", description="embedded model name, model directory or module:factory")
     budget: int = Field(ge=1)
@@ -91,6 +92,13 @@ class RunConfig(_Section):
     llm: LLMSettings = LLMSettings()
     eval: EvalSettings = EvalSettings()
     coevo: CoevoSettings = CoevoSettings()
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        if value not in METHODS:
+            raise ValueError(f"unknown method {value!r}; known: {', '.join(METHODS)}")
+        return value
 
     @field_validator("task")
     @classmethod
@@ -114,7 +122,7 @@ class RunConfig(_Section):
 
     @property
     def uses_weights(self) -> bool:
-        return self.method in WEIGHT_METHODS
+        return METHOD_CLASSES[self.method].uses_weights
 
 
 def parse_assignment(text: str) -> tuple[list[str], Any]:

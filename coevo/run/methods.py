@@ -24,7 +24,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from coevo.candidate import Candidate
 from coevo.operators.constants import tunable_values
@@ -33,10 +33,10 @@ from coevo.operators.records import Parent, TextProposal, direction
 from coevo.operators.reflection import ComponentRewriter, Reflector
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptVariant, as_parent
-from coevo.run.config import RunConfig
 from coevo.run.library import library_codes
 
 if TYPE_CHECKING:
+    from coevo.run.config import RunConfig
     from coevo.run.runner import Runner
 
 CROSSOVERS = ("e1", "e2")
@@ -55,9 +55,15 @@ def improvement_reward(parent: float, child: float | None, worst: float) -> floa
 
 
 class Method:
-    """A policy: the phases of a generation and what each does. Generation 0 is always `init`."""
+    """A policy: the phases of a generation and what each does. Generation 0 is always `init`.
 
-    phases: tuple[str, ...] = ()
+    Each method declares itself once, here on its class: its config name, whether it evolves the
+    weights (and so needs an ES engine and a weight-capable backend), and its phases.
+    """
+
+    name: ClassVar[str]
+    uses_weights: ClassVar[bool] = False
+    phases: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -102,6 +108,7 @@ class Method:
 
 
 class Sample(Method):
+    name = "sample"
     phases = ("sample",)
 
     def initialise(self, runner: Runner) -> None:
@@ -112,6 +119,9 @@ class Sample(Method):
 
 
 class SampleES(Sample):
+    name = "sample+es"
+    uses_weights = True
+
     def es_population(self, config: RunConfig) -> int:
         return config.sample_batch
 
@@ -126,6 +136,7 @@ class SampleES(Sample):
 
 
 class EoH(Method):
+    name = "eoh"
     phases = ("e1", "e2", "m1", "m2")
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
@@ -148,6 +159,9 @@ class EoH(Method):
 
 
 class EoHES(EoH):
+    name = "eoh+es"
+    uses_weights = True
+
     def offspring(self, runner: Runner, operator: str) -> None:
         if operator in CROSSOVERS:
             return super().offspring(runner, operator)
@@ -161,6 +175,8 @@ class EoHES(EoH):
 
 
 class Coevo(Method):
+    name = "coevo"
+    uses_weights = True
     phases = ("joint",)
 
     def planned_updates(self, config: RunConfig) -> int:
@@ -281,10 +297,5 @@ def prompt_id(templates: PromptTemplates, notes: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-METHODS: dict[str, type[Method]] = {
-    "sample": Sample,
-    "sample+es": SampleES,
-    "eoh": EoH,
-    "eoh+es": EoHES,
-    "coevo": Coevo,
-}
+METHODS: dict[str, type[Method]] = {method.name: method for method in (Sample, EoH, SampleES, EoHES, Coevo)}
+"""Every method by its config name; the config's list of valid names is derived from it."""

@@ -1,8 +1,8 @@
 """The runner: the one loop every method shares.
 
 A method is a policy (`coevo.run.methods`); the runner owns the services it calls: proposing
-heuristics with the LLM (under the current weights, or one perturbation per request), evaluating them
-in the sandbox, the ES engine, the budget, and the store. A run is a sequence of steps (one phase of a
+heuristics with the LLM (under the current weights, or one perturbation per request), scoring them
+through the workload protocol (`coevo.workload`; the AHD workload runs them in the sandbox), the ES engine, the budget, and the store. A run is a sequence of steps (one phase of a
 generation each); a step commits atomically with the state it leaves, and every random choice in it
 derives from (config seed, step), so re-running an interrupted step reproduces it exactly.
 """
@@ -18,14 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from coevo.candidate import Candidate, WeightsRef, fitness_of
+from coevo.ahd import AHDWorkload
+from coevo.candidate import Candidate, WeightsRef
 from coevo.es.engine import ESConfig, ESEngine, UpdateStats
 from coevo.es.history import HISTORY_FILENAME
 from coevo.es.perturbation import Perturbation
+from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import ScheduleConfig
-from coevo.evaluate.evaluator import EvalResult, Evaluator
-from coevo.llm.base import LLM, SamplingParams, WeightsHost
-from coevo.operators.dedupe import code_fingerprint
+from coevo.evaluate.evaluator import Evaluator
+from coevo.llm.base import LLM, SamplingParams, WeightsBackend
 from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.operators.ledger import BudgetLedger
 from coevo.operators.records import Proposal, Rejection, TextProposal
@@ -33,6 +34,7 @@ from coevo.population import Population, PromptPool, PromptVariant
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.methods import METHODS, Method
 from coevo.run.store import RunStore, StoreHistory
+from coevo.workload import Evaluation, Member, Workload
 from tasks import get_task
 from tasks.base import SplitName
 
@@ -40,7 +42,10 @@ from tasks.base import SplitName
 class Runner:
     """Runs one config's method step by step over a store, continuing after the store's last step."""
 
-    def __init__(self, config: RunConfig, store: RunStore, run_dir: Path, llm: LLM) -> None:
+    def __init__(
+        self, config: RunConfig, store: RunStore, run_dir: Path, llm: LLM, workload: Workload | None = None
+    ) -> None:
+        """`workload` scores the proposals; by default the AHD workload on `config.eval.split`."""
         self.config = config
         self.store = store
         self.run_dir = run_dir
@@ -65,9 +70,7 @@ class Runner:
         self._calls_in_step = 0
         self._exported_updates: int | None = None
         """ES updates this process has mirrored to the JSONL file; None before its first export."""
-        self._known: dict[str, str] = {}
-        """Fingerprint -> the first code evaluated with that logic."""
-        self.evaluator = self.evaluator_for(config.eval.split)
+        self.workload: Workload = workload or AHDWorkload(self.evaluator_for(config.eval.split))
         self.host: WeightsHost | None = None
         self.engine: ESEngine | None = None
         if config.uses_weights:
@@ -83,8 +86,8 @@ class Runner:
         self.close()
 
     def close(self) -> None:
-        """Stop the evaluator's fork server and close the store (the run stays resumable)."""
-        self.evaluator.close()
+        """Release the workload's workers and close the store (the run stays resumable)."""
+        self.workload.close()
         self.store.close()
 
     # --- the loop ----------------------------------------------------------------------------------
@@ -141,15 +144,15 @@ class Runner:
         perturbations = None if perturbations is None else list(perturbations[:count])
         prompt_ids = list(prompt_ids[:count]) if prompt_ids is not None else [None] * count
         items = self._generate(requests, perturbations)
-        results = iter(self._evaluate([item.code for item in items if isinstance(item, Proposal)]))
+        weights = [self._weights_ref(p) for p in perturbations or [None] * count]
+        members = [Member(item.code, w) for item, w in zip(items, weights, strict=True) if isinstance(item, Proposal)]
+        evaluations = iter(self.workload.evaluate(members))
         candidates = []
         for index, item in enumerate(items):
-            perturbation = None if perturbations is None else perturbations[index]
-            weights = self._weights_ref(perturbation)
-            call = self.store.add_llm_call(self.step, item, weights, prompt_ids[index])
-            result = next(results) if isinstance(item, Proposal) else None
-            candidate = self._candidate(item, weights, prompt_ids[index], result)
-            self.store.add_candidate(self.step, candidate, call, result)
+            call = self.store.add_llm_call(self.step, item, weights[index], prompt_ids[index])
+            evaluation = next(evaluations) if isinstance(item, Proposal) else None
+            candidate = self._candidate(item, weights[index], prompt_ids[index], evaluation)
+            self.store.add_candidate(self.step, candidate, call, evaluation)
             candidates.append(candidate)
             self._track_best(candidate)
         self.evaluations += count
@@ -159,9 +162,9 @@ class Runner:
     def add_library(self, codes: dict[str, str]) -> list[Candidate]:
         """Evaluate heuristics from the skill library (name -> code) and charge the budget for them."""
         names = list(codes)[: self.budget_left]
-        results = self._evaluate([codes[name] for name in names])
+        evaluations = self.workload.evaluate([Member(codes[name]) for name in names])
         candidates = []
-        for name, result in zip(names, results, strict=True):
+        for name, evaluation in zip(names, evaluations, strict=True):
             candidate = self._scored(
                 Candidate(
                     code=codes[name],
@@ -169,9 +172,9 @@ class Runner:
                     operator="library",
                     generation=self.generation,
                 ),
-                result,
+                evaluation,
             )
-            self.store.add_candidate(self.step, candidate, None, result)
+            self.store.add_candidate(self.step, candidate, None, evaluation)
             candidates.append(candidate)
             self._track_best(candidate)
         self.evaluations += len(names)
@@ -205,16 +208,16 @@ class Runner:
             self.task, split, limit=settings.limit, workers=settings.workers, cache_dir=self.run_dir / "eval-cache"
         )
 
+    @property
+    def evaluator(self) -> Evaluator:
+        """The AHD workload's evaluator, for callers that reach the sandbox itself (tests)."""
+        assert isinstance(self.workload, AHDWorkload), "only the AHD workload has an evaluator"
+        return self.workload.evaluator
+
     def weights_sha256(self) -> str | None:
         return None if self.host is None else self.host.weights_sha256()
 
     # --- internals ---------------------------------------------------------------------------------
-    def _evaluate(self, codes: Sequence[str]) -> list[EvalResult]:
-        """Verdicts in order. Code with the logic of a heuristic this run already evaluated (the same
-        `code_fingerprint`) is scored as that heuristic, from the evaluator's cache, so a copy with new
-        comments or names never costs sandbox time; its slot is still charged to the budget."""
-        return self.evaluator.evaluate_many([self._known.setdefault(code_fingerprint(c), c) for c in codes])
-
     def _track_best(self, candidate: Candidate) -> None:
         if candidate.valid and (self.best is None or candidate.fitness > self.best.fitness):
             self.best = candidate
@@ -247,7 +250,7 @@ class Runner:
         return WeightsRef.of(self.config.model, 0 if self.engine is None else self.engine.step, perturbation)
 
     def _candidate(
-        self, item: Proposal | Rejection, weights: WeightsRef, prompt_id: str | None, result: EvalResult | None
+        self, item: Proposal | Rejection, weights: WeightsRef, prompt_id: str | None, evaluation: Evaluation | None
     ) -> Candidate:
         candidate = Candidate(
             code=item.code if isinstance(item, Proposal) else "",
@@ -259,13 +262,15 @@ class Runner:
             weights=weights,
             reason=item.reason if isinstance(item, Rejection) else None,
         )
-        return candidate if result is None else self._scored(candidate, result)
+        return candidate if evaluation is None else self._scored(candidate, evaluation)
 
-    def _scored(self, candidate: Candidate, result: EvalResult) -> Candidate:
-        if not result.valid:
-            return replace(candidate, reason=result.reason)
-        fitness = fitness_of(result.objective, self.task.sense)
-        return replace(candidate, fitness=fitness, objective=result.objective, gap_pct=result.gap_pct)
+    @staticmethod
+    def _scored(candidate: Candidate, evaluation: Evaluation) -> Candidate:
+        if not evaluation.valid:
+            return replace(candidate, reason=evaluation.reason)
+        return replace(
+            candidate, fitness=evaluation.reward, objective=evaluation.objective, gap_pct=evaluation.gap_pct
+        )
 
     def _es_config(self) -> ESConfig:
         es = self.config.es
@@ -303,9 +308,7 @@ class Runner:
         self.ledger = BudgetLedger.from_dict(state["ledger"])
         self.operators = EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
         self.prompts.variants = [PromptVariant.from_dict(v) for v in state["prompts"]]
-        for _, candidate in self.store.candidates():
-            if candidate.code:  # rejected answers have no code and no verdict
-                self._known.setdefault(code_fingerprint(candidate.code), candidate.code)
+        self.workload.remember(candidate.code for _, candidate in self.store.candidates())
         if self.engine is not None and self.engine.step != state["es_step"]:
             raise RuntimeError(
                 f"store holds {self.engine.step} ES updates but its last step expects {state['es_step']}"
@@ -338,17 +341,22 @@ class Runner:
 
 
 def build_host(llm: LLM, config: RunConfig) -> WeightsHost:
-    """The weights host an ES method drives: full rank on any torch model, or batched low rank."""
+    """The weights host an ES method drives, as the backend builds it over its own weights.
+
+    A backend that is not a `WeightsBackend` but exposes its torch module as `model` (test doubles,
+    user factories) gets the torch host over that module.
+    """
     model = getattr(llm, "model", None)
-    if not getattr(llm, "supports_weights", False) or model is None:
+    if not getattr(llm, "supports_weights", False) or not (isinstance(llm, WeightsBackend) or model is not None):
         raise ConfigError(f"method {config.method} evolves weights, but backend {llm.name!r} is prompt-only")
-    if config.es.rank:
-        from coevo.es.lowrank import LowRankHost
+    try:
+        if isinstance(llm, WeightsBackend):
+            return llm.weights_host(config.es.scope, config.es.rank)
+        from coevo.es.host import module_host
 
-        return LowRankHost(model, rank=config.es.rank, scope=config.es.scope)
-    from coevo.es.host import TorchWeightsHost
-
-    return TorchWeightsHost(model, scope=config.es.scope)
+        return module_host(model, config.es.scope, config.es.rank)
+    except ValueError as exc:
+        raise ConfigError(f"method {config.method}: {exc}") from None
 
 
 def summary(store: RunStore) -> dict[str, Any]:

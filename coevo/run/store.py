@@ -18,8 +18,8 @@ from typing import Any
 
 from coevo.candidate import Candidate, WeightsRef
 from coevo.es.history import UpdateRecord
-from coevo.evaluate.evaluator import EvalResult
 from coevo.operators.records import Proposal, Rejection, TextProposal
+from coevo.workload import Evaluation
 
 DB_NAME = "run.sqlite"
 
@@ -175,7 +175,9 @@ class RunStore:
         )
         return int(cursor.lastrowid)
 
-    def add_candidate(self, step: int, candidate: Candidate, llm_call: int | None, result: EvalResult | None) -> None:
+    def add_candidate(
+        self, step: int, candidate: Candidate, llm_call: int | None, result: Evaluation | None
+    ) -> None:
         cursor = self._db.execute(
             "INSERT INTO candidates (step, key, llm_call, data) VALUES (?, ?, ?, ?)",
             (step, candidate.key, llm_call, json.dumps(candidate.to_dict())),

@@ -1,0 +1,109 @@
+"""The workload protocol: the one boundary where the loop hands members over and gets rewards back.
+
+In the spirit of GEPA's adapter, a workload is the whole integration of a problem family: it scores
+members (the evolved text, heuristic code or a prompt/skill, plus the weights it runs under) on its
+batch of instances. What comes back is, per member, a reward per instance with **higher is better**
+(always, whatever the task's natural sign), the trajectories when asked for, and feedback text for the
+prompt-side operators. Failures come back as an `Evaluation` with a reason, never as an exception.
+
+The natural-sign figures (`objective`, `gap_pct`) travel along for reports and the run store only;
+`reward` and `rewards` are what selection and ES read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from coevo.candidate import Sense, WeightsRef, fitness_of
+
+
+@dataclass(frozen=True)
+class Member:
+    """What one evaluation scores: the evolved text (code, or a prompt/skill) under some weights.
+
+    `weights` is None where the text alone decides the score (AHD: the weights wrote the code and
+    play no part in running it); an agent workload rolls the text out under these weights.
+    """
+
+    text: str
+    weights: WeightsRef | None = None
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One step of an episode: what the policy saw, what it answered, and what that earned."""
+
+    observation: str
+    action: str
+    reward: float
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One instance's episode under a member (a single turn for one-shot workloads)."""
+
+    instance: str
+    turns: tuple[Turn, ...]
+    reward: float
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A member's verdict on the workload's instances.
+
+    `per_instance` and `objective` are in the task's natural sign (`sense`); the loop reads the
+    higher-is-better `rewards` and `reward` derived from them, so the sign is decided in one place.
+    """
+
+    sense: Sense
+    split: str
+    per_instance: tuple[float, ...]
+    """Natural-sign score per instance; empty when the member is invalid."""
+    objective: float | None
+    """Mean natural-sign score; None when the member is invalid."""
+    reason: str | None = None
+    """Why the member is invalid; None when valid."""
+    feedback: str = ""
+    """Text for prompt-side operators (reflection, rewriting): what went right or wrong, in words."""
+    trajectories: tuple[Trajectory, ...] | None = None
+    """The episodes, when the caller asked for them and the workload has any."""
+    gap_pct: float | None = None
+    seconds: float = 0.0
+
+    @property
+    def valid(self) -> bool:
+        return self.reason is None
+
+    @property
+    def reward(self) -> float | None:
+        """The member's higher-is-better score (its mean over instances); None when invalid."""
+        return None if self.objective is None else fitness_of(self.objective, self.sense)
+
+    @property
+    def rewards(self) -> tuple[float, ...]:
+        """Higher-is-better reward per instance; empty when invalid."""
+        return tuple(fitness_of(value, self.sense) for value in self.per_instance)
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """Scores members on one fixed batch of instances (a split, or its first N instances)."""
+
+    name: str
+    sense: Sense
+    """The natural direction of the task's objective; only reports and prompts use it."""
+
+    def evaluate(self, members: Sequence[Member], *, traces: bool = False) -> list[Evaluation]:
+        """One `Evaluation` per member, in order; `traces` asks for trajectories."""
+        ...
+
+    def remember(self, texts: Iterable[str]) -> None:
+        """Texts this run already evaluated (a resumed store), so content-keyed reuse survives a resume."""
+        ...
+
+    def close(self) -> None:
+        """Release workers (sandboxes, environments); the workload is not used afterwards."""
+        ...
