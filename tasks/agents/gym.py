@@ -28,7 +28,7 @@ class GymTextEnv:
         self.env = env
         self.observe = observe
         self.act = act
-        self.name = getattr(getattr(env, "spec", None), "id", None) or type(env).__name__
+        self.name = getattr(env, "name", None) or getattr(getattr(env, "spec", None), "id", None) or type(env).__name__
         self._last = ""
 
     def reset(self, seed: int) -> str:

@@ -126,10 +126,11 @@ def rollout(
 
 
 def _as_text_env(obj: Any) -> TextEnv:
+    """coevo's own environments and adapters as they are; anything else through `GymTextEnv`."""
     from tasks.agents.base import AgentEnv
-    from tasks.agents.gym import GymTextEnv
+    from tasks.agents.gym import GymTextEnv, TextArenaEnv
 
-    return obj if isinstance(obj, (AgentEnv, GymTextEnv)) else GymTextEnv(obj)
+    return obj if isinstance(obj, (AgentEnv, GymTextEnv, TextArenaEnv)) else GymTextEnv(obj)
 
 
 def _unpack(action: object) -> tuple[str, int | None]:
