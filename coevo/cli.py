@@ -49,14 +49,26 @@ def tasks_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON 
     for name in TASK_NAMES:
         task = get_task(name)
         rows.append(
-            {"name": name, "kind": "heuristic", "signature": task.signature, "splits": list(SPLITS),
-             "reference": task.reference_name}
+            {
+                "name": name,
+                "kind": "heuristic",
+                "signature": task.signature,
+                "splits": list(SPLITS),
+                "reference": task.reference_name,
+            }
         )
     for name, env in ENVS.items():
         horizon = f"H in {{{', '.join(map(str, env.horizons))}}}: {env.horizon_meaning}"
         rows.append(
-            {"name": name, "kind": "agent", "signature": env.action_format, "splits": list(SPLITS),
-             "horizon": list(env.horizons), "reference": horizon, "description": env.description}
+            {
+                "name": name,
+                "kind": "agent",
+                "signature": env.action_format,
+                "splits": list(SPLITS),
+                "horizon": list(env.horizons),
+                "reference": horizon,
+                "description": env.description,
+            }
         )
     if as_json:
         print(json.dumps(rows, indent=2))
@@ -71,14 +83,18 @@ def tasks_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON 
 
 @tasks_app.command("eval")
 def tasks_eval(
-    task_name: Annotated[str, typer.Argument(metavar="TASK", help="Task or agent environment (see `coevo tasks list`).")],
+    task_name: Annotated[
+        str, typer.Argument(metavar="TASK", help="Task or agent environment (see `coevo tasks list`).")
+    ],
     file: Annotated[
         Path | None, typer.Argument(metavar="[FILE.py]", help="Heuristic tasks: the file defining the function.")
     ] = None,
     split: Annotated[str, typer.Option(help="Instance split: search, val or test.")] = "val",
     limit: Annotated[int | None, typer.Option(min=1, help="Evaluate only the first N instances.")] = None,
     model: Annotated[str, typer.Option(help="Agent environments: the policy model.")] = "smollm2-135m",
-    episodes: Annotated[int | None, typer.Option(min=1, help="Agent environments: the first N seeds of the split.")] = None,
+    episodes: Annotated[
+        int | None, typer.Option(min=1, help="Agent environments: the first N seeds of the split.")
+    ] = None,
     horizon: Annotated[int | None, typer.Option(help="Agent environments: H (default: the shortest).")] = None,
     seed: Annotated[int, typer.Option(help="Agent environments: the sampling seed.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -157,10 +173,21 @@ def _eval_agent(
     mean_turns = sum(len(e.turns) for e in results) / len(results)
     if as_json:
         summary = {
-            "env": name, "horizon": env.horizon, "split": split, "model": model, "seed": seed,
-            "episodes": len(results), "successes": solved, "success_rate": solved / len(results),
-            "ci95": [low, high], "mean_reward": mean_reward, "mean_turns": mean_turns, "seconds": seconds,
-            "results": [{"seed": e.seed, "reward": e.reward, "success": e.success, "reason": e.reason} for e in results],
+            "env": name,
+            "horizon": env.horizon,
+            "split": split,
+            "model": model,
+            "seed": seed,
+            "episodes": len(results),
+            "successes": solved,
+            "success_rate": solved / len(results),
+            "ci95": [low, high],
+            "mean_reward": mean_reward,
+            "mean_turns": mean_turns,
+            "seconds": seconds,
+            "results": [
+                {"seed": e.seed, "reward": e.reward, "success": e.success, "reason": e.reason} for e in results
+            ],
         }
         print(json.dumps(summary))
         return

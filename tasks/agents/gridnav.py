@@ -41,10 +41,7 @@ class GridNav(AgentEnv[str]):
     def _at_distance(self, cell: tuple[int, int]) -> list[tuple[int, int]]:
         r, c = cell
         return [
-            (gr, gc)
-            for gr in range(self.size)
-            for gc in range(self.size)
-            if abs(gr - r) + abs(gc - c) == self.horizon
+            (gr, gc) for gr in range(self.size) for gc in range(self.size) if abs(gr - r) + abs(gc - c) == self.horizon
         ]
 
     def instance(self) -> dict[str, Any]:

@@ -13,9 +13,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tasks.agents.base import MAX_ACTION_CHARS, TextEnv
+
+if TYPE_CHECKING:
+    from coevo.llm.base import SamplingParams
 
 
 class Prompt(str):
@@ -116,7 +119,9 @@ def rollout(
             observations[i] = observation
             capped = len(turns[i]) >= caps[i]
             if terminated or truncated or capped:
-                reason = info.get("reason") or ("ended" if terminated or truncated else f"stopped after {caps[i]} turns")
+                reason = info.get("reason") or (
+                    "ended" if terminated or truncated else f"stopped after {caps[i]} turns"
+                )
                 success = bool(info.get("success", totals[i] > 0 and (terminated or truncated)))
                 results[i] = Episode(name, seeds[i], tuple(turns[i]), totals[i], success, str(reason))
             else:
@@ -145,7 +150,7 @@ def _unpack(action: object) -> tuple[str, int | None]:
 class PerRequestLLM(Protocol):
     """A backend that takes a sampling setting (seed included) per request, as `HFBackend` does."""
 
-    def generate_each(self, items: Sequence[tuple[Sequence[dict[str, str]], Any]]) -> list[Generated]: ...
+    def generate_each(self, items: Sequence[tuple[Sequence[dict[str, str]], SamplingParams]]) -> list[Generated]: ...
 
 
 def episode_seed(seed: int, prompt: Prompt) -> int:
@@ -154,10 +159,10 @@ def episode_seed(seed: int, prompt: Prompt) -> int:
     return int.from_bytes(digest, "big") >> 1
 
 
-def llm_policy(llm: PerRequestLLM, sampling: Any, seed: int = 0) -> Policy:
+def llm_policy(llm: PerRequestLLM, sampling: SamplingParams, seed: int = 0) -> Policy:
     """A policy that sends each prompt as one user message, sampled from its episode's own seed.
 
-    `sampling` is a `coevo.llm.base.SamplingParams`; its seed is replaced per turn by `episode_seed`.
+    `sampling`'s seed is replaced per turn by `episode_seed`, so batching never changes an episode.
     """
 
     def policy(prompts: list[str]) -> list[Generated]:
