@@ -107,6 +107,8 @@ def tasks_eval(
     if split not in SPLITS:
         _fail(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
     if task_name in ENV_NAMES:
+        if file is not None:
+            _fail(f"{task_name} is an agent environment: it takes no FILE.py (see --model, --episodes)")
         _eval_agent(task_name, split, model, episodes, horizon, seed, as_json)
         return
     if task_name not in TASK_NAMES:

@@ -42,6 +42,7 @@ def test_tasks_list_table_names_the_horizon_knob(capsys):
         (["tasks", "eval", "gridnav", "--split", "val", "--episodes", "33"], "the val split of gridnav has 32"),
         (["tasks", "eval", "gridnav", "--model", "/no/such/model", "--episodes", "1"], "is neither an embedded model"),
         (["tasks", "eval", "kp_construct"], "kp_construct is a heuristic task: give the FILE.py"),
+        (["tasks", "eval", "gridnav", "heuristic.py"], "gridnav is an agent environment: it takes no FILE.py"),
     ],
 )
 def test_bad_agent_eval_input_exits_2_with_one_line(capsys, argv, message):

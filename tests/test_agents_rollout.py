@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import random
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ def oracle(name: str, horizon: int):
 def test_an_oracle_solves_every_episode_in_h_turns():
     episodes = rollout("sudoku", [1, 2, 3], oracle("sudoku", 10), horizon=10)
     assert [e.seed for e in episodes] == [1, 2, 3]
-    assert all(e.success and e.reward == 1.0 and len(e.turns) == 10 for e in episodes)
+    assert all(e.success and e.reward == 1.0 and len(e.turns) == 10 and e.horizon == 10 for e in episodes)
     assert episodes[0].turns[-1].reward == 1.0 and episodes[0].turns[0].reward == 0.0
     assert episodes[0].reason == "solved: the board is full and valid"
 
@@ -117,7 +118,7 @@ class Counter:
 def test_gymnasium_style_objects_run_unchanged():
     episodes = rollout(Counter, [0, 1], lambda prompts: ["up"] * len(prompts), max_turns=10)
     assert all(e.success and e.reward == 1.0 and len(e.turns) == 3 for e in episodes)
-    assert episodes[0].env == "Counter" and episodes[0].turns[1].prompt == "count 1"
+    assert episodes[0].env == "Counter" and episodes[0].horizon is None and episodes[0].turns[1].prompt == "count 1"
 
 
 def test_a_never_ending_environment_is_stopped_and_one_without_a_budget_needs_max_turns():
@@ -159,6 +160,8 @@ def test_textarena_single_player_game_runs_offline():
     assert not garbage.success and "Invalid" in garbage.reason
 
 
-def test_prompts_are_plain_strings_for_any_policy():
+def test_prompts_are_plain_strings_for_any_policy_and_survive_pickling():
     prompt = Prompt("hello", seed=4, turn=2)
     assert prompt == "hello" and prompt.upper() == "HELLO" and (prompt.seed, prompt.turn) == (4, 2)
+    copy = pickle.loads(pickle.dumps(prompt))
+    assert isinstance(copy, Prompt) and (copy, copy.seed, copy.turn) == ("hello", 4, 2)

@@ -32,6 +32,9 @@ class Prompt(str):
         prompt.seed, prompt.turn = seed, turn
         return prompt
 
+    def __reduce__(self) -> tuple[type[Prompt], tuple[str, int, int]]:
+        return Prompt, (str(self), self.seed, self.turn)  # pickles across processes (a Ray worker)
+
 
 class Generated(Protocol):
     text: str
@@ -57,6 +60,8 @@ class Episode:
     """One finished episode: its turns, total reward, whether it counts as solved, and why it ended."""
 
     env: str
+    horizon: int | None
+    """H of a registered environment; None for an adapted one."""
     seed: int
     turns: tuple[Turn, ...]
     reward: float
@@ -66,6 +71,7 @@ class Episode:
     def to_json(self) -> dict[str, Any]:
         return {
             "env": self.env,
+            "horizon": self.horizon,
             "seed": self.seed,
             "reward": self.reward,
             "success": self.success,
@@ -123,7 +129,9 @@ def rollout(
                     "ended" if terminated or truncated else f"stopped after {caps[i]} turns"
                 )
                 success = bool(info.get("success", totals[i] > 0 and (terminated or truncated)))
-                results[i] = Episode(name, seeds[i], tuple(turns[i]), totals[i], success, str(reason))
+                results[i] = Episode(
+                    name, getattr(envs[i], "horizon", None), seeds[i], tuple(turns[i]), totals[i], success, str(reason)
+                )
             else:
                 still_live.append(i)
         live = still_live
