@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tasks.agents.splits as splits_module
 import tasks.agents.sudoku as sudoku_module
 from tasks.agents import ENVS, HorizonError, UnknownEnvError, make_env
 from tasks.agents.base import MAX_ACTION_CHARS
@@ -176,3 +177,11 @@ def test_a_drifting_generator_fails_the_manifest(monkeypatch):
     monkeypatch.setattr(sudoku_module, "pattern_solution", lambda box, rng: original(box, rng)[::-1].copy())
     with pytest.raises(ManifestMismatch, match="sudoku val/H10"):
         verify_split("sudoku", "val", 10)
+
+
+def test_writing_the_manifest_reproduces_the_shipped_file(tmp_path, monkeypatch):
+    shipped = splits_module.manifest_path("gridnav").read_text()
+    monkeypatch.setattr(splits_module, "DATA_DIR", tmp_path)
+    written = splits_module.write_manifest("gridnav")
+    assert written.parent == tmp_path and written.read_text() == shipped
+    splits_module.load_manifest.cache_clear()
