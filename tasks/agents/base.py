@@ -91,6 +91,7 @@ class AgentEnv(abc.ABC, Generic[ActionT]):
         return self.prompt()
 
     def step(self, action: str) -> StepResult:
+        """One turn; anything that is not text counts as an unreadable action."""
         if self._outcome is not None:
             raise RuntimeError("step() after the episode ended: call reset() first")
         self._turn += 1

@@ -2,7 +2,7 @@
 
 `GymTextEnv` takes any Gymnasium-style object (``reset(seed=...)`` returning an observation or
 ``(observation, info)``; ``step(action)`` returning the 5-tuple, or the old 4-tuple). `TextArenaEnv`
-drives a TextArena single-player game (optional dependency: ``pip install textarena``; its word games
+drives a TextArena single-player game (the optional extra ``coevo[textarena]``; its word games
 call nltk downloads and fail offline, the puzzle games run). Third-party code may raise on strange
 text; an adapter turns that into the end of the episode with reward 0 and the error as its reason,
 so a rollout never crashes on model output.
