@@ -41,41 +41,80 @@ register_serve(app)
 
 @tasks_app.command("list")
 def tasks_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
-    """One row per task: name, heuristic signature, splits and what gaps are measured against."""
+    """One row per heuristic-design task and per agent environment (with its horizon knob H)."""
     from tasks import SPLITS, TASK_NAMES, get_task
+    from tasks.agents import ENVS
 
     rows = []
     for name in TASK_NAMES:
         task = get_task(name)
         rows.append(
-            {"name": name, "signature": task.signature, "splits": list(SPLITS), "reference": task.reference_name}
+            {
+                "name": name,
+                "kind": "heuristic",
+                "signature": task.signature,
+                "splits": list(SPLITS),
+                "reference": task.reference_name,
+            }
+        )
+    for name, env in ENVS.items():
+        horizon = f"H in {{{', '.join(map(str, env.horizons))}}}: {env.horizon_meaning}"
+        rows.append(
+            {
+                "name": name,
+                "kind": "agent",
+                "signature": env.action_format,
+                "splits": list(SPLITS),
+                "horizon": list(env.horizons),
+                "reference": horizon,
+                "description": env.description,
+            }
         )
     if as_json:
         print(json.dumps(rows, indent=2))
         return
     table = Table(title="coevo tasks")
-    for column in ("name", "signature", "splits", "reference"):
+    for column in ("name", "kind", "signature / action", "splits", "reference / horizon"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row["name"], row["signature"], ", ".join(row["splits"]), row["reference"])
+        table.add_row(row["name"], row["kind"], row["signature"], ", ".join(row["splits"]), row["reference"])
     Console().print(table)
 
 
 @tasks_app.command("eval")
 def tasks_eval(
-    task_name: Annotated[str, typer.Argument(metavar="TASK", help="Task name (see `coevo tasks list`).")],
-    file: Annotated[Path, typer.Argument(metavar="FILE.py", help="Python file defining the heuristic function.")],
+    task_name: Annotated[
+        str, typer.Argument(metavar="TASK", help="Task or agent environment (see `coevo tasks list`).")
+    ],
+    file: Annotated[
+        Path | None, typer.Argument(metavar="[FILE.py]", help="Heuristic tasks: the file defining the function.")
+    ] = None,
     split: Annotated[str, typer.Option(help="Instance split: search, val or test.")] = "val",
     limit: Annotated[int | None, typer.Option(min=1, help="Evaluate only the first N instances.")] = None,
+    model: Annotated[str, typer.Option(help="Agent environments: the policy model.")] = "smollm2-135m",
+    episodes: Annotated[
+        int | None, typer.Option(min=1, help="Agent environments: the first N seeds of the split.")
+    ] = None,
+    horizon: Annotated[int | None, typer.Option(help="Agent environments: H (default: the shortest).")] = None,
+    seed: Annotated[int, typer.Option(help="Agent environments: the sampling seed.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Evaluate the heuristic in FILE.py in the sandbox. Exits 0 whether or not it is valid."""
+    """Heuristic task: evaluate FILE.py in the sandbox. Agent environment: roll out --episodes episodes
+    of the split with the model and print the success rate with its 95% interval. Exits 0 either way."""
     from tasks import SPLITS, TASK_NAMES
+    from tasks.agents import ENV_NAMES
 
-    if task_name not in TASK_NAMES:
-        _fail(f"unknown task {task_name!r}; known tasks: {', '.join(TASK_NAMES)}")
     if split not in SPLITS:
         _fail(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    if task_name in ENV_NAMES:
+        if file is not None:
+            _fail(f"{task_name} is an agent environment: it takes no FILE.py (see --model, --episodes)")
+        _eval_agent(task_name, split, model, episodes, horizon, seed, as_json)
+        return
+    if task_name not in TASK_NAMES:
+        _fail(f"unknown task {task_name!r}; known tasks: {', '.join(TASK_NAMES)}; environments: {', '.join(ENV_NAMES)}")
+    if file is None:
+        _fail(f"{task_name} is a heuristic task: give the FILE.py that defines its function")
     if not file.is_file():
         _fail(f"heuristic file not found: {file}")
     try:
@@ -96,6 +135,68 @@ def tasks_eval(
     print(
         f"{task_name} [{split}, {result.n_instances} instances] {verdict}; "
         f"objective {objective}; gap {gap}; {result.seconds:.2f} s"
+    )
+
+
+def _eval_agent(
+    name: str, split: str, model: str, episodes: int | None, horizon: int | None, seed: int, as_json: bool
+) -> None:
+    """Roll out the first `episodes` seeds of a split with `model` under the reference's agent sampling."""
+    import time
+
+    from coevo.stats import wilson_interval
+    from tasks.agents import HorizonError, make_env, rollout
+    from tasks.agents.splits import ManifestMismatch, verify_split
+
+    try:
+        env = make_env(name, horizon)
+        seeds = verify_split(name, split, env.horizon)
+    except (HorizonError, ManifestMismatch) as exc:
+        _fail(str(exc))
+    if episodes is not None and episodes > len(seeds):
+        _fail(f"the {split} split of {name} has {len(seeds)} instances, not {episodes}")
+    seeds = seeds[:episodes]
+
+    from coevo.llm.base import AGENT_SAMPLING
+    from coevo.llm.embedded import ModelNotFoundError
+    from coevo.llm.hf import HFBackend
+    from tasks.agents import llm_policy
+
+    try:
+        llm = HFBackend.load(model)
+    except ModelNotFoundError as exc:
+        _fail(str(exc))
+    started = time.perf_counter()
+    results = rollout(name, seeds, llm_policy(llm, AGENT_SAMPLING, seed), horizon=env.horizon)
+    seconds = time.perf_counter() - started
+    solved = sum(e.success for e in results)
+    low, high = wilson_interval(solved, len(results))
+    mean_reward = sum(e.reward for e in results) / len(results)
+    mean_turns = sum(len(e.turns) for e in results) / len(results)
+    if as_json:
+        summary = {
+            "env": name,
+            "horizon": env.horizon,
+            "split": split,
+            "model": model,
+            "seed": seed,
+            "episodes": len(results),
+            "successes": solved,
+            "success_rate": solved / len(results),
+            "ci95": [low, high],
+            "mean_reward": mean_reward,
+            "mean_turns": mean_turns,
+            "seconds": seconds,
+            "results": [
+                {"seed": e.seed, "reward": e.reward, "success": e.success, "reason": e.reason} for e in results
+            ],
+        }
+        print(json.dumps(summary))
+        return
+    print(
+        f"{name} H={env.horizon} [{split}, {len(results)} episodes, {model}] success {solved}/{len(results)} = "
+        f"{solved / len(results):.1%} (95% CI {low:.1%}-{high:.1%}); mean reward {mean_reward:.3f}; "
+        f"mean turns {mean_turns:.1f}; {seconds:.1f} s"
     )
 
 

@@ -1,4 +1,5 @@
-"""Paired comparisons of two methods: wins/ties/losses and the Wilcoxon signed-rank test.
+"""Paired comparisons of two methods (wins/ties/losses, the Wilcoxon signed-rank test) and success-rate
+intervals.
 
 Grids of runs are small (a few tasks x budgets x seeds), so the test is exact where it can be: the null
 distribution of the signed-rank statistic is enumerated for up to `EXACT_UP_TO` non-zero differences
@@ -117,3 +118,13 @@ def compare_paired(improvements: Sequence[float]) -> PairedComparison:
         median_improvement=float(np.median(values)),
         test=wilcoxon_signed_rank(values),
     )
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a success rate: unlike the normal one, sound at 0/n, n/n and small n."""
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n > 0, got {successes} of {n}")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

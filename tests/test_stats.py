@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from coevo.stats import compare_paired, midranks, wilcoxon_signed_rank
+from coevo.stats import compare_paired, midranks, wilcoxon_signed_rank, wilson_interval
 
 
 def test_midranks_share_the_mean_rank_of_ties() -> None:
@@ -83,3 +83,12 @@ def test_paired_comparison_counts_wins_ties_and_losses() -> None:
 def test_paired_comparison_needs_a_setting() -> None:
     with pytest.raises(ValueError, match="at least one"):
         compare_paired([])
+
+
+def test_wilson_interval_matches_known_values_and_stays_inside_zero_one():
+    assert wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)
+    assert wilson_interval(10, 10)[1] == 1.0
+    with pytest.raises(ValueError):
+        wilson_interval(3, 0)

@@ -44,6 +44,10 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
 
 
+AGENT_SAMPLING = SamplingParams(max_new_tokens=64, temperature=0.7, top_p=0.8)
+"""Per-turn decoding of agent episodes, as the reference samples them (REFERENCES section 7)."""
+
+
 @dataclass(frozen=True)
 class Completion:
     """One generated answer and what it cost."""
