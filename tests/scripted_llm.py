@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from coevo.llm.base import Completion, Message, SamplingParams
-from coevo.llm.seeds import request_seed
 
 HEURISTIC = """{{A nearest-neighbour rule that looks {coefficient} towards the destination.}}
 ```python
@@ -48,7 +47,7 @@ class ScriptedLLM:
         rows = []
         for index, messages in enumerate(requests):
             text = "".join(m["content"] for m in messages)
-            digest = hashlib.sha256(f"{text}|{request_seed(sampling.seed, index)}".encode()).digest()
+            digest = hashlib.sha256(f"{text}|{sampling.seed_for(index)}".encode()).digest()
             rows.append(np.random.default_rng(list(digest[:8])).uniform(-1, 1, 8))
         with torch.no_grad():
             outputs = self.model(torch.tensor(np.array(rows), dtype=torch.float32)).numpy()

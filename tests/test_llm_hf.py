@@ -67,6 +67,14 @@ def test_batch_returns_one_completion_per_request_in_order(backend: HFBackend) -
         assert completion.weights_id == backend.weights_id
 
 
+def test_a_batch_split_with_first_request_samples_as_the_whole_batch(backend: HFBackend) -> None:
+    whole = backend.generate([CAT, COUNT, DOG], SAMPLED)
+    head = backend.generate([CAT], SAMPLED)
+    tail = backend.generate([COUNT, DOG], replace(SAMPLED, first_request=1))
+    assert [_outcome(c) for c in head + tail] == [_outcome(c) for c in whole]
+    assert _outcome(backend.generate([DOG], SAMPLED)[0]) != _outcome(whole[2]), "the offset moves the stream"
+
+
 def test_a_seeded_request_gives_the_same_text_in_any_batch(backend: HFBackend) -> None:
     for seed in range(6):
         sampling = replace(SAMPLED, seed=seed)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from coevo.es.protocols import WeightsHost
+from coevo.llm.seeds import request_seed
 
 __all__ = ["LLM", "Completion", "Message", "SamplingParams", "WeightsBackend", "WeightsHost"]
 
@@ -42,6 +43,14 @@ class SamplingParams:
     top_p: float = 0.95
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    first_request: int = 0
+    """Where this call's requests start in the logical batch they belong to. A caller that splits one
+    batch into several calls (a full-rank member at a time, low-rank members in chunks) passes each
+    chunk's offset, so a request samples the same stream however the batch was split."""
+
+    def seed_for(self, index: int) -> int | None:
+        """The seed of request `index` of a call made with these settings, as every backend uses it."""
+        return request_seed(self.seed, self.first_request + index)
 
 
 AGENT_SAMPLING = SamplingParams(max_new_tokens=64, temperature=0.7, top_p=0.8)

@@ -48,7 +48,6 @@ from coevo.llm.embedded import (  # noqa: E402
     models_cache_root,
 )
 from coevo.llm.models import SPLIT_MODELS, joined_gguf, known_models  # noqa: E402
-from coevo.llm.seeds import request_seed  # noqa: E402
 
 if TYPE_CHECKING:
     from coevo.es.protocols import WeightsHost
@@ -121,7 +120,7 @@ def load_causal_lm(
 # --- The in-process backend ------------------------------------------------------------------------
 # Why its own sampler: transformers' sampling draws every row from one global RNG, so a request's text
 # would depend on which other requests share its batch. Here each row draws from its own generator
-# (seeded by `request_seed`), and `generate` only sees a one-hot score per row.
+# (seeded by `SamplingParams.seed_for`), and `generate` only sees a one-hot score per row.
 
 _FINGERPRINT_ELEMENTS = 4096  # per tensor: cheap enough to check on every call, even for 0.5B models
 _NUCLEUS_CANDIDATES = 256
@@ -216,8 +215,8 @@ class HFBackend:
     `weights_id` is read from the live weights on every call, so whoever changes them (an ES host, a
     history replay, user code) can never make a cache serve text from other weights; a row written by
     a low-rank member (`LowRankHost.population`) adds that member's tag to it. Each call also
-    decodes with a fresh KV cache. Seeds: request i of a call seeded s uses stream `request_seed(s, i)`
-    and gives the same text whatever else is in the batch, up to float rounding of batched matmuls.
+    decodes with a fresh KV cache. Seeds: request i of a call uses stream `sampling.seed_for(i)` and
+    gives the same text whatever else is in the batch, up to float rounding of batched matmuls.
     """
 
     supports_weights = True
@@ -266,9 +265,9 @@ class HFBackend:
         return f"{self.name}:{digest.hexdigest()[:16]}"
 
     def generate(self, requests: Sequence[Sequence[Message]], sampling: SamplingParams) -> list[Completion]:
-        """One completion per conversation; request i is sampled from stream `request_seed(sampling.seed, i)`."""
+        """One completion per conversation; request i is sampled from stream `sampling.seed_for(i)`."""
         return self.generate_each(
-            [(messages, replace(sampling, seed=request_seed(sampling.seed, i))) for i, messages in enumerate(requests)]
+            [(messages, replace(sampling, seed=sampling.seed_for(i))) for i, messages in enumerate(requests)]
         )
 
     def generate_each(self, items: Sequence[tuple[Sequence[Message], SamplingParams]]) -> list[Completion]:

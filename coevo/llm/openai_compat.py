@@ -18,7 +18,6 @@ from typing import Any, Self
 import httpx
 
 from coevo.llm.base import Completion, Message, SamplingParams
-from coevo.llm.seeds import request_seed
 
 _TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -69,9 +68,9 @@ class OpenAICompatLLM:
         )
 
     def generate(self, requests: Sequence[Sequence[Message]], sampling: SamplingParams) -> list[Completion]:
-        """One completion per conversation, in order; request i carries seed `request_seed(sampling.seed, i)`."""
+        """One completion per conversation, in order; request i carries seed `sampling.seed_for(i)`."""
         payloads = [
-            self._payload(messages, sampling, request_seed(sampling.seed, i)) for i, messages in enumerate(requests)
+            self._payload(messages, sampling, sampling.seed_for(i)) for i, messages in enumerate(requests)
         ]
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="coevo-openai") as pool:
             futures = [pool.submit(self._complete, payload) for payload in payloads]

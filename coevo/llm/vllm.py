@@ -30,7 +30,6 @@ from coevo.es.noise import NOISE_VERSION
 from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Perturbation, PerturbedContext, Update
 from coevo.llm.base import Completion, Message, SamplingParams
-from coevo.llm.seeds import request_seed
 
 PACKED_MODULES: Mapping[str, tuple[str, ...]] = {
     "qkv_proj": ("q_proj", "k_proj", "v_proj"),
@@ -264,7 +263,7 @@ class VLLMBackend:
         return _on_worker(self.engine, "coevo_fingerprint", self.name)
 
     def generate(self, requests: Sequence[Sequence[Message]], sampling: SamplingParams) -> list[Completion]:
-        """One completion per conversation; request i uses seed `request_seed(sampling.seed, i)` as everywhere."""
+        """One completion per conversation; request i uses seed `sampling.seed_for(i)` as everywhere."""
         from vllm import SamplingParams as VLLMSamplingParams
 
         weights_id = self.weights_id
@@ -273,7 +272,7 @@ class VLLMBackend:
                 max_tokens=sampling.max_new_tokens,
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
-                seed=request_seed(sampling.seed, i),
+                seed=sampling.seed_for(i),
                 stop=list(sampling.stop),
             )
             for i in range(len(requests))

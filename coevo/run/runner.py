@@ -2,9 +2,11 @@
 
 A method is a policy (`coevo.run.methods`); the runner owns the services it calls: proposing
 heuristics with the LLM (under the current weights, or one perturbation per request), scoring them
-through the workload protocol (`coevo.workload`; the AHD workload runs them in the sandbox), the ES engine, the budget, and the store. A run is a sequence of steps (one phase of a
-generation each); a step commits atomically with the state it leaves, and every random choice in it
-derives from (config seed, step), so re-running an interrupted step reproduces it exactly.
+through the workload protocol (`coevo.workload`; the AHD workload runs them in the sandbox), the ES
+engine, the budget, and the store. A run is a sequence of steps (one phase of a generation each); a
+step commits atomically with the state it leaves, and every random choice in it derives from (config
+seed, step), so re-running an interrupted step reproduces it exactly. A member's sampling seed is
+bound to its index in the population (`_generate`), never to how its backend calls were batched.
 """
 
 from __future__ import annotations
@@ -195,7 +197,11 @@ class Runner:
         return self.engine.tell(perturbations, rewards)
 
     def sampling_for_call(self) -> SamplingParams:
-        """This step's next sampling seed: a pure function of (run seed, step, call index)."""
+        """This step's next sampling seed: a pure function of (run seed, step, call index).
+
+        A call is one service request of the method (a population's proposals, a reflection), however
+        many backend calls it takes, so the index depends on the method's logic alone.
+        """
         digest = hashlib.blake2b(f"{self.config.seed}:{self.step}:{self._calls_in_step}".encode(), digest_size=4)
         self._calls_in_step += 1
         return replace(self.sampling, seed=int.from_bytes(digest.digest(), "little"))
@@ -229,21 +235,26 @@ class Runner:
     def _generate(
         self, requests: list[ProposalRequest], perturbations: list[Perturbation] | None
     ) -> list[Proposal | Rejection]:
+        """Request i (member i) samples stream i of one seed for the whole population, whether the
+        members run one at a time (full rank), in chunks of `llm.max_batch_size` (low rank) or together."""
+        sampling = self.sampling_for_call()
         if perturbations is None:
-            return self.operators.propose_many(requests, self.sampling_for_call()) if requests else []
+            return self.operators.propose_many(requests, sampling)
         population = getattr(self.host, "population", None)
         if population is None:  # full rank: each member's weights exist one at a time
             items: list[Proposal | Rejection] = []
-            for request, perturbation in zip(requests, perturbations, strict=True):
+            for index, (request, perturbation) in enumerate(zip(requests, perturbations, strict=True)):
                 with self.host.perturbed(perturbation):
-                    items += self.operators.propose_many([request], self.sampling_for_call())
+                    items += self.operators.propose_many([request], replace(sampling, first_request=index))
             return items
         items = []
         chunk = self.config.llm.max_batch_size
         for start in range(0, len(requests), chunk):  # low rank: a batch row per member
             members = perturbations[start : start + chunk]
             with population(members, list(range(len(members)))):
-                items += self.operators.propose_many(requests[start : start + chunk], self.sampling_for_call())
+                items += self.operators.propose_many(
+                    requests[start : start + chunk], replace(sampling, first_request=start)
+                )
         return items
 
     def _weights_ref(self, perturbation: Perturbation | None) -> WeightsRef:
