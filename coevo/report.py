@@ -24,7 +24,7 @@ from matplotlib.ticker import MaxNLocator
 
 from coevo.candidate import Candidate
 from coevo.es.history import UpdateRecord
-from coevo.run.store import RunStore
+from coevo.run.store import RunStore, StoredTrajectory
 from coevo.run.validation import Validation
 from tasks import get_task
 
@@ -40,6 +40,7 @@ text-align: left; vertical-align: top; } th { background: #f4f4f4; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 pre { background: #f7f7f7; border: 1px solid #ddd; padding: .8em; overflow-x: auto; white-space: pre-wrap; }
 img { max-width: 100%; display: block; margin: .5em 0; } .note { color: #666; }
+.episode td { white-space: pre-wrap; font-family: monospace; font-size: .9em; }
 """
 
 
@@ -73,6 +74,7 @@ def render_report(store: RunStore) -> str:
         _section("Best heuristic", f'<p class="note">Chosen on the {chosen_on} split.</p>' + _best_code(best)),
         _section("Lineage of the best heuristic", _lineage(best, [c for _, c in candidates])),
         _section("How the prompts changed", _prompt_changes(store, state)),
+        _section("Episodes", _episodes(store.trajectories())),
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -328,6 +330,44 @@ def _rewrite_details(variant: dict[str, Any], parent: dict[str, Any] | None) -> 
         f"<details><summary>{escape(variant['id'])}: rewrote {escape(component)}</summary>"
         f"{before}<p>after:</p><pre>{escape(text(variant))}</pre></details>"
     )
+
+
+# --- episodes --------------------------------------------------------------------------------------
+def shown_episodes(stored: Iterable[StoredTrajectory]) -> dict[int, list[tuple[str, StoredTrajectory]]]:
+    """Per generation, its best, median and worst episode by reward; one picked twice is shown once."""
+    by_generation: dict[int, list[StoredTrajectory]] = defaultdict(list)
+    for item in stored:
+        by_generation[item.generation].append(item)
+    shown = {}
+    for generation, items in sorted(by_generation.items()):
+        ranked = sorted(items, key=lambda item: item.trajectory.reward, reverse=True)  # stable: ties keep their order
+        picks: dict[int, str] = {}
+        for label, index in (("best", 0), ("median", (len(ranked) - 1) // 2), ("worst", len(ranked) - 1)):
+            picks.setdefault(index, label)
+        shown[generation] = [(label, ranked[index]) for index, label in picks.items()]
+    return shown
+
+
+def _episodes(stored: Sequence[StoredTrajectory]) -> str:
+    if not stored:
+        return '<p class="note">The workload returned no episodes (heuristic design scores code, not episodes).</p>'
+    blocks = []
+    for generation, picks in shown_episodes(stored).items():
+        blocks.append(f"<h3>Generation {generation}</h3>")
+        for label, item in picks:
+            episode = item.trajectory
+            summary = (
+                f"{label}: reward {episode.reward:.4g} on {episode.instance}, {len(episode.turns)} turns"
+                f" (candidate {item.candidate})"
+            )
+            turns = [
+                (index, turn.observation, turn.action, turn.reward, turn.tokens)
+                for index, turn in enumerate(episode.turns, start=1)
+            ]
+            table = _table(turns, ("turn", "observation", "action", "reward", "tokens"))
+            blocks.append(f'<details><summary>{escape(summary)}</summary><div class="episode">{table}</div></details>')
+    note = f"{len(stored)} episodes stored; each generation's best, median and worst by reward are shown."
+    return f'<p class="note">{note}</p>' + "".join(blocks)
 
 
 # --- HTML pieces -----------------------------------------------------------------------------------

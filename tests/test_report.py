@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from html import escape
 from pathlib import Path
@@ -17,9 +19,11 @@ from scripted_llm import ScriptedLLM
 from coevo.candidate import Candidate
 from coevo.report import lineage, write_report
 from coevo.run.config import validate
+from coevo.run.runner import Runner
 from coevo.run.session import start_run
 from coevo.run.store import RunStore, StoreError
 from coevo.run.validation import Validation
+from coevo.workload import Evaluation, Member, Trajectory, Turn
 
 SECTIONS = (
     "Run",
@@ -29,7 +33,18 @@ SECTIONS = (
     "Best heuristic",
     "Lineage of the best heuristic",
     "How the prompts changed",
+    "Episodes",
 )
+SMALL_RUN = {
+    "task": "tsp_construct",
+    "model": "scripted_llm:build",
+    "budget": 16,
+    "seed": 3,
+    "library": "none",
+    "population_size": 3,
+    "eval": {"limit": 2},
+    "es": {"sigma": 0.05, "alpha": 0.05},
+}
 HOSTILE = "</pre><script>alert(1)</script>"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -49,20 +64,7 @@ def _smuggle(text: str) -> str:
 
 def _run(run_dir: Path, method: str, llm=None) -> Path:
     # Seed 3 without the library: the best is an evolved child, so its lineage has ancestors.
-    config = validate(
-        {
-            "method": method,
-            "task": "tsp_construct",
-            "model": "scripted_llm:build",
-            "budget": 16,
-            "seed": 3,
-            "library": "none",
-            "population_size": 3,
-            "eval": {"limit": 2},
-            "es": {"sigma": 0.05, "alpha": 0.05},
-        }
-    )
-    runner = start_run(config, run_dir, llm)
+    runner = start_run(validate({**SMALL_RUN, "method": method}), run_dir, llm)
     runner.run()
     runner.store.close()
     return run_dir
@@ -132,6 +134,7 @@ def test_plots_are_embedded_png_images_and_nothing_is_fetched(runs, method, imag
 def test_prompt_only_run_says_it_has_no_es_updates(runs):
     assert "No ES update in this run (method eoh)" in _section(_page(runs["eoh"]), "ES schedules and rewards")
     assert "The prompts did not change in this run." in _page(runs["eoh"])
+    assert "The workload returned no episodes" in _section(_page(runs["eoh"]), "Episodes")
 
 
 @pytest.mark.parametrize("method", ["eoh", "coevo"])
@@ -217,6 +220,64 @@ def test_llm_markup_is_escaped_everywhere(tmp_path):
     assert page.count("</pre>") == page.count("<pre>")
     assert escape(HOSTILE) in _section(page, "Best heuristic")
     assert escape(HOSTILE) in _section(page, "How the prompts changed")
+
+
+class EpisodeWorkload:
+    """Plays each member for two turns on two instances; its reward is a pure function of its text."""
+
+    name = "episodes"
+    sense = "max"
+
+    def evaluate(self, members: Sequence[Member], *, traces: bool = False) -> list[Evaluation]:
+        return [self._one(member, traces) for member in members]
+
+    def _one(self, member: Member, traces: bool) -> Evaluation:
+        score = int(hashlib.sha256(member.text.encode()).hexdigest()[:4], 16) / 0xFFFF
+        episodes = tuple(
+            Trajectory(
+                instance,
+                (
+                    Turn(f"board {instance}\n{HOSTILE}", "set 1 1 5", 0.0, 4),
+                    Turn("one cell left", f"set 2 2 {score:.3f}", score + offset, 6),
+                ),
+                score + offset,
+            )
+            for instance, offset in (("easy", 0.5), ("hard", 0.0))
+        )
+        rewards = tuple(episode.reward for episode in episodes)
+        return Evaluation("max", "search", rewards, sum(rewards) / 2, trajectories=episodes if traces else None)
+
+    def remember(self, texts: Iterable[str]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_episodes_are_stored_and_the_best_median_and_worst_of_each_generation_shown(tmp_path):
+    config = validate({**SMALL_RUN, "method": "sample+es", "sample_batch": 5, "budget": 10})
+    store = RunStore.create(tmp_path, config.model_dump(mode="json"))
+    with Runner(config, store, tmp_path, ScriptedLLM(), EpisodeWorkload()) as runner:
+        runner.run()
+    store = RunStore.open(tmp_path)
+    stored, candidates = store.trajectories(), store.candidates()
+    store.close()
+    scored = [c for _, c in candidates if c.code]  # a rejected answer has no episodes
+    assert len(stored) == 2 * len(scored) and {s.generation for s in stored} == {1, 2}
+    first = stored[0].trajectory
+    assert first.instance == "easy" and first.turns[0] == Turn(f"board easy\n{HOSTILE}", "set 1 1 5", 0.0, 4)
+    assert [s.candidate for s in stored[::2]] == [c.key for c in scored]
+
+    page = write_report(tmp_path).read_text(encoding="utf-8")
+    episodes = _section(page, "Episodes")
+    assert "<script" not in page and escape(HOSTILE) in episodes
+    for generation in (1, 2):
+        rewards = sorted((s.trajectory.reward for s in stored if s.generation == generation), reverse=True)
+        shown = episodes.split(f"<h3>Generation {generation}</h3>")[1].split("<h3>")[0]
+        assert f"best: reward {rewards[0]:.4g}" in shown
+        assert f"median: reward {rewards[(len(rewards) - 1) // 2]:.4g}" in shown
+        assert f"worst: reward {rewards[-1]:.4g}" in shown
+        assert shown.count("<details>") == 3
 
 
 def test_a_run_without_a_finished_step_still_gets_a_page(tmp_path):

@@ -148,7 +148,7 @@ class Runner:
         items = self._generate(requests, perturbations)
         weights = [self._weights_ref(p) for p in perturbations or [None] * count]
         members = [Member(item.code, w) for item, w in zip(items, weights, strict=True) if isinstance(item, Proposal)]
-        evaluations = iter(self.workload.evaluate(members))
+        evaluations = iter(self.workload.evaluate(members, traces=True))  # the store keeps the episodes
         candidates = []
         for index, item in enumerate(items):
             call = self.store.add_llm_call(self.step, item, weights[index], prompt_ids[index])
@@ -164,7 +164,7 @@ class Runner:
     def add_library(self, codes: dict[str, str]) -> list[Candidate]:
         """Evaluate heuristics from the skill library (name -> code) and charge the budget for them."""
         names = list(codes)[: self.budget_left]
-        evaluations = self.workload.evaluate([Member(codes[name]) for name in names])
+        evaluations = self.workload.evaluate([Member(codes[name]) for name in names], traces=True)
         candidates = []
         for name, evaluation in zip(names, evaluations, strict=True):
             candidate = self._scored(

@@ -1,9 +1,9 @@
 """The run store: one SQLite database (WAL) per run directory holding everything a run did.
 
 A run advances in steps; each step is one transaction. Everything a step writes (LLM calls,
-candidates, evaluations, the ES update) and the state it leaves (population, RNG, ledger, prompt
-pool) commit together, so a process killed at any instant leaves the store at the end of its last
-whole step and `resume` repeats the interrupted step exactly. Readers (`runs show`, reports) see
+candidates, evaluations with the episodes behind them, the ES update) and the state it leaves
+(population, RNG, ledger, prompt pool) commit together, so a process killed at any instant leaves the
+store at the end of its last whole step and `resume` repeats the interrupted step exactly. Readers (`runs show`, reports) see
 committed steps while a run is writing, thanks to WAL.
 """
 
@@ -12,16 +12,24 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from coevo.candidate import Candidate, WeightsRef
 from coevo.es.history import UpdateRecord
 from coevo.operators.records import Proposal, Rejection, TextProposal
-from coevo.workload import Evaluation
+from coevo.workload import Evaluation, Trajectory, Turn
 
 DB_NAME = "run.sqlite"
+
+TRAJECTORIES = """
+CREATE TABLE IF NOT EXISTS trajectories (
+    id INTEGER PRIMARY KEY, evaluation INTEGER NOT NULL, step INTEGER NOT NULL, instance TEXT NOT NULL,
+    reward REAL NOT NULL, turns TEXT NOT NULL);
+"""
+"""Episodes (turns as JSON) next to the evaluation they were scored in; also added to older stores on open."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -40,7 +48,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
     valid INTEGER NOT NULL, objective REAL, gap_pct REAL, reason TEXT, seconds REAL, per_instance TEXT);
 CREATE TABLE IF NOT EXISTS es_updates (step INTEGER PRIMARY KEY, run_step INTEGER NOT NULL, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS prompts (id TEXT PRIMARY KEY, step INTEGER NOT NULL, data TEXT NOT NULL);
-"""
+""" + TRAJECTORIES
 
 
 class StoreError(Exception):
@@ -78,6 +86,7 @@ class RunStore:
         try:
             store = cls(_connect(path), path)
             store.meta("config")
+            store._db.execute(TRAJECTORIES)
         except (sqlite3.DatabaseError, KeyError) as exc:
             raise StoreError(f"cannot read run in {run_dir}: {exc}") from None
         return store
@@ -183,7 +192,7 @@ class RunStore:
             (step, candidate.key, llm_call, json.dumps(candidate.to_dict())),
         )
         if result is not None:
-            self._db.execute(
+            evaluation = self._db.execute(
                 "INSERT INTO evaluations (candidate, step, split, valid, objective, gap_pct, reason, seconds,"
                 " per_instance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -198,6 +207,16 @@ class RunStore:
                     json.dumps(list(result.per_instance)),
                 ),
             )
+            self._add_trajectories(step, int(evaluation.lastrowid), result.trajectories or ())
+
+    def _add_trajectories(self, step: int, evaluation: int, trajectories: Iterable[Trajectory]) -> None:
+        self._db.executemany(
+            "INSERT INTO trajectories (evaluation, step, instance, reward, turns) VALUES (?, ?, ?, ?, ?)",
+            [
+                (evaluation, step, t.instance, t.reward, json.dumps([turn.__dict__ for turn in t.turns]))
+                for t in trajectories
+            ],
+        )
 
     def add_es_update(self, run_step: int, record: UpdateRecord) -> None:
         self._db.execute("INSERT INTO es_updates VALUES (?, ?, ?)", (record.step, run_step, record.to_json()))
@@ -216,6 +235,20 @@ class RunStore:
         rows = self._db.execute("SELECT step, data FROM candidates ORDER BY id").fetchall()
         return [(step, Candidate.from_dict(json.loads(data))) for step, data in rows]
 
+    def trajectories(self) -> list[StoredTrajectory]:
+        """Every stored episode with the generation and candidate it belongs to, in the order made."""
+        rows = self._db.execute(
+            "SELECT s.generation, c.key, t.instance, t.reward, t.turns FROM trajectories t"
+            " JOIN evaluations e ON e.id = t.evaluation JOIN candidates c ON c.id = e.candidate"
+            " JOIN steps s ON s.step = t.step ORDER BY t.id"
+        ).fetchall()
+        return [
+            StoredTrajectory(
+                generation, key, Trajectory(instance, tuple(Turn(**turn) for turn in json.loads(turns)), reward)
+            )
+            for generation, key, instance, reward, turns in rows
+        ]
+
     def llm_totals(self) -> dict[str, int]:
         calls, prompt_tokens, completion_tokens = self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0) FROM llm_calls"
@@ -232,6 +265,15 @@ class RunStore:
     def prompts(self) -> list[dict[str, Any]]:
         rows = self._db.execute("SELECT step, data FROM prompts ORDER BY step, id").fetchall()
         return [{**json.loads(data), "step": step} for step, data in rows]
+
+
+@dataclass(frozen=True)
+class StoredTrajectory:
+    """An episode as the store keeps it: which generation and candidate (by key) it was scored for."""
+
+    generation: int
+    candidate: str
+    trajectory: Trajectory
 
 
 class StoreHistory:
