@@ -3,8 +3,8 @@
 A run advances in steps; each step is one transaction. Everything a step writes (LLM calls,
 candidates, evaluations with the episodes behind them, the ES update) and the state it leaves
 (population, RNG, ledger, prompt pool) commit together, so a process killed at any instant leaves the
-store at the end of its last whole step and `resume` repeats the interrupted step exactly. Readers (`runs show`, reports) see
-committed steps while a run is writing, thanks to WAL.
+store at the end of its last whole step and `resume` repeats the interrupted step exactly. Readers
+(`runs show`, reports) see committed steps while a run is writing, thanks to WAL.
 """
 
 from __future__ import annotations
