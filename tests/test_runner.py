@@ -97,16 +97,34 @@ def test_lowrank_members_generate_in_one_batch(tmp_path: Path) -> None:
     assert replay(fresh, RunStore.open(tmp_path).es_records()).weights_sha256() == runner.host.weights_sha256()
 
 
+class SeedRecorder(ScriptedLLM):
+    """The scripted LLM, noting the seed each request is sampled with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seeds: list[int | None] = []
+
+    def generate(self, requests, sampling):
+        self.seeds += [sampling.seed_for(index) for index in range(len(requests))]
+        return super().generate(requests, sampling)
+
+
 def test_a_members_sampling_does_not_depend_on_how_members_are_batched(tmp_path: Path) -> None:
     lowrank = {"sigma": 0.05, "alpha": 0.05, "rank": 1, "scope": "all_linear"}
-    answers = []
+    answers, seeds = [], []
     for batch in (1, 2, 6):  # six members a generation: one per call, in chunks of two, all at once
-        run_dir = tmp_path / str(batch)
-        with start_run(config("sample+es", budget=13, es=lowrank, llm={"max_batch_size": batch}), run_dir) as run:
+        llm = SeedRecorder()
+        run_config = config("sample+es", budget=13, es=lowrank, llm={"max_batch_size": batch})
+        with start_run(run_config, tmp_path / str(batch), llm) as run:
             run.run()
             answers.append([(c["step"], c["weights"], c["response"]) for c in run.store.llm_calls()])
+        seeds.append(llm.seeds)
     assert len(answers[0]) == 12 and len({response for *_, response in answers[0]}) > 1
     assert answers[0] == answers[1] == answers[2]
+    full_rank = SeedRecorder()  # one member at a time under perturbed(): member i keeps its seed
+    with start_run(config("sample+es", budget=13), tmp_path / "full", full_rank) as run:
+        run.run()
+    assert len(set(seeds[0])) == 12 and seeds[0] == seeds[1] == seeds[2] == full_rank.seeds
 
 
 def test_resume_in_process_continues_from_the_last_step(tmp_path: Path) -> None:
