@@ -18,11 +18,11 @@ CORPUS = [
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<s>", "</s>"]
 
 
-def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
-    """Word-level tokenizer over CORPUS; left padding as batched decoding needs."""
+def build_tiny_tokenizer(corpus: list[str] = CORPUS) -> PreTrainedTokenizerFast:
+    """Word-level tokenizer over `corpus`; left padding as batched decoding needs."""
     tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.train_from_iterator(CORPUS, trainers.WordLevelTrainer(special_tokens=SPECIAL_TOKENS))
+    tokenizer.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=SPECIAL_TOKENS))
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token="<pad>",
@@ -56,3 +56,16 @@ def build_tiny_llama(vocab_size: int, seed: int = 0, width: int = 64, **config_o
         }
     )
     return LlamaForCausalLM(config).eval()
+
+
+GRIDNAV_CORPUS = [*CORPUS, "move up", "move down", "move left", "move right", "row column goal"]
+
+
+def build_tiny_agent(config: Any = None) -> Any:
+    """A random tiny Llama behind the real `HFBackend`, whose words include gridnav's moves: a
+    `module:factory` model (`tiny_lm:build_tiny_agent`) that plays episodes in milliseconds."""
+    from coevo.llm.hf import HFBackend
+
+    tokenizer = build_tiny_tokenizer(GRIDNAV_CORPUS)
+    model = build_tiny_llama(len(tokenizer), max_position_embeddings=1024)
+    return HFBackend(model, tokenizer, name="tiny-agent")

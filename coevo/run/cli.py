@@ -113,7 +113,6 @@ def register(app: typer.Typer, fail) -> None:
 def _drive(runner) -> None:
     """Run with a progress bar, then validate the best heuristic, write the report, and summarise."""
     from coevo.report import write_report
-    from coevo.run.validation import validate_best
 
     console = Console(stderr=True)
     columns = (
@@ -135,14 +134,27 @@ def _drive(runner) -> None:
             runner.on_progress = update
             update(runner)
             runner.run()
-        with console.status("validating the best heuristic and the seed on the val split"):
-            validation = validate_best(runner)
+        lines = _held_out(runner, console)
     report = write_report(runner.run_dir)
-    for line in validation.lines():
+    for line in lines:
         print(line)
     print(f"run directory: {runner.run_dir}")
     print(f"report: {report}")
 
 
+def _held_out(runner, console: Console) -> list[str]:
+    """The held-out verdict: the best heuristic against the seed (AHD), or success before and after (agent)."""
+    if runner.config.workload.kind == "agent":
+        from coevo.run.heldout import heldout_lines, record_heldout
+
+        with console.status(f"measuring the evolved weights on the {runner.config.workload.heldout} split"):
+            record_heldout(runner, "after")
+        return heldout_lines(runner.heldout)
+    from coevo.run.validation import validate_best
+
+    with console.status("validating the best heuristic and the seed on the val split"):
+        return validate_best(runner).lines()
+
+
 def _describe(runner) -> str:
-    return f"{runner.config.method} {runner.config.task} gen {runner.generation}"
+    return f"{runner.config.method} {runner.config.subject} gen {runner.generation}"

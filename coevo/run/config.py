@@ -71,11 +71,44 @@ class CoevoSettings(_Section):
         return value
 
 
+class WorkloadSettings(_Section):
+    """What members are scored on: AHD heuristics in the sandbox, or agent episodes in an environment."""
+
+    kind: Literal["ahd", "agent"] = "ahd"
+    env: str | None = Field(None, description="agent environment (coevo tasks list); required for kind = agent")
+    horizon: int | None = Field(None, description="H of the environment (default: its shortest)")
+    episodes: int = Field(32, ge=1, description="search-split episodes per member and generation")
+    heldout: Literal["val", "test"] = Field("val", description="split scored before and after the run")
+    heldout_episodes: int | None = Field(None, ge=1, description="only the first N held-out episodes")
+
+    @model_validator(mode="after")
+    def _known_env(self) -> WorkloadSettings:
+        if self.kind == "agent":
+            from tasks.agents import UnknownEnvError, check_horizon, env_class
+
+            if self.env is None:
+                raise ValueError("workload.kind = 'agent' needs workload.env")
+            try:
+                cls = env_class(self.env)
+            except UnknownEnvError as exc:
+                raise ValueError(str(exc)) from None
+            check_horizon(cls, cls.horizons[0] if self.horizon is None else self.horizon)
+        elif self.env is not None or self.horizon is not None:
+            raise ValueError("workload.env and workload.horizon apply to workload.kind = 'agent' only")
+        return self
+
+    @property
+    def agent_horizon(self) -> int:
+        from tasks.agents import env_class
+
+        return self.horizon or env_class(self.env).horizons[0]
+
+
 class RunConfig(_Section):
     """Everything a run needs; `budget` counts candidate evaluations (every proposal slot counts)."""
 
     method: str
-    task: str
+    task: str | None = Field(None, description="the AHD task; required for workload.kind = ahd")
     model: str = Field("smollm2-135m", description="embedded model name, model directory or module:factory")
     budget: int = Field(ge=1)
     seed: int = Field(0, ge=0)
@@ -92,6 +125,7 @@ class RunConfig(_Section):
     llm: LLMSettings = LLMSettings()
     eval: EvalSettings = EvalSettings()
     coevo: CoevoSettings = CoevoSettings()
+    workload: WorkloadSettings = WorkloadSettings()
 
     @field_validator("method")
     @classmethod
@@ -102,12 +136,22 @@ class RunConfig(_Section):
 
     @field_validator("task")
     @classmethod
-    def _known_task(cls, value: str) -> str:
+    def _known_task(cls, value: str | None) -> str | None:
         from tasks import TASK_NAMES
 
-        if value not in TASK_NAMES:
+        if value is not None and value not in TASK_NAMES:
             raise ValueError(f"unknown task {value!r}; known: {', '.join(TASK_NAMES)}")
         return value
+
+    @model_validator(mode="after")
+    def _method_fits_workload(self) -> RunConfig:
+        kind = self.workload.kind
+        if kind not in METHOD_CLASSES[self.method].workloads:
+            fitting = [name for name, cls in METHOD_CLASSES.items() if kind in cls.workloads]
+            raise ValueError(f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}")
+        if kind == "ahd" and self.task is None:
+            raise ValueError("config key 'task' is required")
+        return self
 
     @model_validator(mode="after")
     def _weights_need_a_local_model(self) -> RunConfig:
@@ -123,6 +167,13 @@ class RunConfig(_Section):
     @property
     def uses_weights(self) -> bool:
         return METHOD_CLASSES[self.method].uses_weights
+
+    @property
+    def subject(self) -> str:
+        """What the run works on, for names and progress lines: the AHD task, or the environment at H."""
+        if self.workload.kind == "agent":
+            return f"{self.workload.env}-H{self.workload.agent_horizon}"
+        return self.task
 
 
 def parse_assignment(text: str) -> tuple[list[str], Any]:

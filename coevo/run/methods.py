@@ -64,6 +64,8 @@ class Method:
     name: ClassVar[str]
     uses_weights: ClassVar[bool] = False
     phases: ClassVar[tuple[str, ...]] = ()
+    workloads: ClassVar[tuple[str, ...]] = ("ahd",)
+    """The workload kinds (`workload.kind`) this method can run on."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -259,6 +261,33 @@ class Coevo(Method):
             runner.register_prompt(variant)
 
 
+class AgentES(Method):
+    """`es` on an agent's weights alone (REFERENCES section 7): each member plays the generation's
+    episodes under its own perturbation, and its mean episode reward is its ES reward."""
+
+    name = "es"
+    uses_weights = True
+    phases = ("es",)
+    workloads = ("agent",)
+
+    def initialise(self, runner: Runner) -> None:
+        """No members yet: measure the base weights on the held-out split, to compare with at the end."""
+        from coevo.run.heldout import record_heldout
+
+        record_heldout(runner, "before")
+
+    def es_population(self, config: RunConfig) -> int:
+        return config.population_size
+
+    def planned_updates(self, config: RunConfig) -> int:
+        return math.ceil(config.budget / config.population_size)
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        members = runner.engine.ask()
+        evaluations = runner.play(members)
+        runner.tell(members[: len(evaluations)], [e.reward for e in evaluations])
+
+
 def initial_evaluations(config: RunConfig) -> int:
     """What generation 0 spends: the library (one seed; evolved extras are not counted) and i1 samples."""
     library = 0 if config.library == "none" else 1
@@ -297,5 +326,7 @@ def prompt_id(templates: PromptTemplates, notes: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-METHODS: dict[str, type[Method]] = {method.name: method for method in (Sample, EoH, SampleES, EoHES, Coevo)}
+METHODS: dict[str, type[Method]] = {
+    method.name: method for method in (Sample, EoH, SampleES, EoHES, Coevo, AgentES)
+}
 """Every method by its config name; the config's list of valid names is derived from it."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from coevo.agents import AgentWorkload
 from coevo.ahd import AHDWorkload
 from coevo.candidate import Candidate, WeightsRef
 from coevo.es.engine import ESConfig, ESEngine, UpdateStats
@@ -38,6 +39,7 @@ from coevo.run.methods import METHODS, Method
 from coevo.run.store import RunStore, StoreHistory
 from coevo.workload import Evaluation, Member, Workload
 from tasks import get_task
+from tasks.agents.splits import split_seeds
 from tasks.base import SplitName
 
 
@@ -52,12 +54,13 @@ class Runner:
         self.store = store
         self.run_dir = run_dir
         self.llm = llm
-        self.task = get_task(config.task)
+        self.task = None if config.task is None else get_task(config.task)
+        """The AHD task; None on the agent workload, which writes no heuristics."""
         self.ledger = BudgetLedger()
         self.sampling = SamplingParams(
             max_new_tokens=config.llm.max_new_tokens, temperature=config.llm.temperature, top_p=config.llm.top_p
         )
-        self.operators = EoHOperators(llm, self.task, self.ledger, sampling=self.sampling)
+        self.operators = self._operators()
         self.method: Method = METHODS[config.method](config)
         self.population = Population(config.population_size)
         self.prompts = PromptPool(config.coevo.prompt_pool, [self.method.initial_prompt()])
@@ -67,17 +70,19 @@ class Runner:
         self.generation = 0
         self.phase = 0
         self.best: Candidate | None = None
+        self.heldout: dict[str, dict[str, Any]] = {}
+        """Held-out measurements of an agent run ("before", "after"), carried in the step state."""
         self.on_progress: Callable[[Runner], None] | None = None
         """Called after every batch of evaluations (progress bars)."""
         self._calls_in_step = 0
         self._exported_updates: int | None = None
         """ES updates this process has mirrored to the JSONL file; None before its first export."""
-        self.workload: Workload = workload or AHDWorkload(self.evaluator_for(config.eval.split))
         self.host: WeightsHost | None = None
         self.engine: ESEngine | None = None
         if config.uses_weights:
             self.host = build_host(llm, config)
             self.engine = ESEngine.resume(self._es_config(), self.host, StoreHistory(store, 0))
+        self.workload: Workload = workload or self._default_workload()
         if (state := store.last_state()) is not None:
             self._restore(state)
 
@@ -161,6 +166,25 @@ class Runner:
         self._progress()
         return candidates
 
+    def play(self, perturbations: Sequence[Perturbation]) -> list[Evaluation]:
+        """Score agent members (the run's prompt text under perturbation i each) on this generation's
+        episodes and charge the budget; members beyond the budget are dropped."""
+        if not isinstance(self.workload, AgentWorkload):
+            raise RuntimeError(f"method {self.config.method} needs the agent workload")
+        members = [Member("", self._weights_ref(p)) for p in perturbations[: self.budget_left]]
+        evaluations = self.workload.on(self.generation_seeds()).evaluate(members)
+        self.evaluations += len(members)
+        self._progress()
+        return evaluations
+
+    def generation_seeds(self) -> list[int]:
+        """This generation's episodes: a window of `workload.episodes` search seeds that moves on each
+        generation, so a run smaller than the split still sees all of it."""
+        seeds = split_seeds("search")
+        count = self.config.workload.episodes
+        start = (self.generation - 1) * count
+        return [seeds[(start + i) % len(seeds)] for i in range(count)]
+
     def add_library(self, codes: dict[str, str]) -> list[Candidate]:
         """Evaluate heuristics from the skill library (name -> code) and charge the budget for them."""
         names = list(codes)[: self.budget_left]
@@ -224,6 +248,17 @@ class Runner:
         return None if self.host is None else self.host.weights_sha256()
 
     # --- internals ---------------------------------------------------------------------------------
+    def _operators(self) -> EoHOperators | None:
+        return None if self.task is None else EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
+
+    def _default_workload(self) -> Workload:
+        settings = self.config.workload
+        if settings.kind == "agent":
+            return AgentWorkload(
+                self.llm, settings.env, settings.agent_horizon, (), host=self.host, seed=self.config.seed
+            )
+        return AHDWorkload(self.evaluator_for(self.config.eval.split))
+
     def _track_best(self, candidate: Candidate) -> None:
         if candidate.valid and (self.best is None or candidate.fitness > self.best.fitness):
             self.best = candidate
@@ -306,6 +341,7 @@ class Runner:
             "prompts": [v.to_dict() for v in self.prompts.variants],
             "es_step": None if self.engine is None else self.engine.step,
             "weights_sha256": self.weights_sha256(),
+            "heldout": self.heldout,
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -317,8 +353,9 @@ class Runner:
         self.best = None if state["best"] is None else Candidate.from_dict(state["best"])
         self.rng.bit_generator.state = state["rng"]
         self.ledger = BudgetLedger.from_dict(state["ledger"])
-        self.operators = EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
+        self.operators = self._operators()
         self.prompts.variants = [PromptVariant.from_dict(v) for v in state["prompts"]]
+        self.heldout = state.get("heldout", {})
         self.workload.remember(candidate.code for _, candidate in self.store.candidates())
         if self.engine is not None and self.engine.step != state["es_step"]:
             raise RuntimeError(

@@ -43,7 +43,7 @@ def load_llm(config: RunConfig) -> LLM:
 
 def default_run_dir(config: RunConfig) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{config.task}-{config.method.replace('+', '_')}-s{config.seed}-{stamp}"
+    return Path("runs") / f"{config.subject}-{config.method.replace('+', '_')}-s{config.seed}-{stamp}"
 
 
 def start_run(config: RunConfig, run_dir: Path, llm: LLM | None = None) -> Runner:

@@ -1,0 +1,65 @@
+"""Held-out success of an agent run: the live weights on the val or test split, before and after ES.
+
+Selection only ever sees search episodes; whether ES taught the agent anything is decided on a split it
+never trained on. The base weights are measured when the run starts (generation 0) and the evolved ones
+when it ends, both with the same sampling seeds; both travel in the runner's step state, so a resumed
+run still compares against its own start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from coevo.agents import AgentWorkload
+from coevo.run.runner import Runner
+from coevo.stats import wilson_interval
+from coevo.workload import Member
+from tasks.agents.splits import verify_split
+
+@dataclass(frozen=True)
+class SuccessRate:
+    split: str
+    successes: int
+    episodes: int
+    weights_step: int
+    """ES updates the measured weights had received."""
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.episodes
+
+    def line(self, label: str) -> str:
+        low, high = wilson_interval(self.successes, self.episodes)
+        return (
+            f"{label} ({self.weights_step} ES updates) success on {self.split}: {self.rate:.3f} "
+            f"({self.successes}/{self.episodes}; 95% CI {low:.3f}-{high:.3f})"
+        )
+
+
+def heldout_success(runner: Runner) -> SuccessRate:
+    """The live weights' success rate on the configured held-out episodes (prompt text: none)."""
+    settings = runner.config.workload
+    if not isinstance(runner.workload, AgentWorkload):
+        raise RuntimeError("held-out success is measured on the agent workload only")
+    seeds = verify_split(settings.env, settings.heldout, settings.agent_horizon)[: settings.heldout_episodes]
+    (played,) = runner.workload.on(seeds, settings.heldout).episodes([Member("")])
+    step = 0 if runner.engine is None else runner.engine.step
+    return SuccessRate(settings.heldout, sum(e.success for e in played), len(played), step)
+
+
+def record_heldout(runner: Runner, when: Literal["before", "after"]) -> SuccessRate:
+    """Measure now and keep it in the runner's state (committed with the step) under `when`."""
+    measured = heldout_success(runner)
+    runner.heldout[when] = asdict(measured)
+    return measured
+
+
+def heldout_lines(heldout: dict[str, dict[str, Any]]) -> list[str]:
+    """Before and after (a runner's `heldout`), each with its interval, and the change in points."""
+    figures = {when: SuccessRate(**data) for when, data in heldout.items()}
+    lines = [figures[when].line(label) for when, label in (("before", "base"), ("after", "evolved")) if when in figures]
+    if {"before", "after"} <= figures.keys():
+        change = 100 * (figures["after"].rate - figures["before"].rate)
+        lines.append(f"ES changed held-out success by {change:+.1f} percentage points")
+    return lines

@@ -1,0 +1,140 @@
+"""`es` on the agent workload with a tiny random Llama: rewards, trajectories, determinism, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coevo.agents import AgentWorkload
+from coevo.candidate import WeightsRef
+from coevo.cli import main
+from coevo.run.config import ConfigError, load_config
+from coevo.run.session import start_run
+from coevo.workload import Member
+from tasks.agents.splits import split_seeds
+from tiny_lm import build_tiny_agent
+
+CONFIG = """
+method = "es"
+model = "tiny_lm:build_tiny_agent"
+budget = 8
+seed = 1
+population_size = 4
+[es]
+sigma = 0.5
+alpha = 0.1
+[workload]
+kind = "agent"
+env = "gridnav"
+horizon = 2
+episodes = 4
+heldout_episodes = 6
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "agent.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+def test_es_runs_two_generations_on_episodes_and_replays_exactly(config: Path, tmp_path: Path, one_torch_thread):
+    runs = []
+    for name in ("a", "b"):
+        runner = start_run(load_config(config), tmp_path / name, build_tiny_agent())
+        with runner:
+            runner.run()
+            runs.append((runner.weights_sha256(), runner.store.es_records(0), dict(runner.heldout)))
+    (sha_a, records_a, heldout_a), (sha_b, records_b, _) = runs
+    assert len(records_a) == 2, "budget 8 / population 4: two ES updates"
+    assert [r.to_json() for r in records_a] == [r.to_json() for r in records_b]
+    assert sha_a == sha_b
+    assert heldout_a["before"]["episodes"] == 6 and heldout_a["before"]["weights_step"] == 0
+
+
+def test_a_member_is_scored_per_episode_under_its_own_weights_and_prompt(one_torch_thread):
+    llm = build_tiny_agent()
+    seeds = split_seeds("search")[:4]
+    workload = AgentWorkload(llm, "gridnav", 2, tuple(seeds), host=llm.weights_host("full"))
+    base_sha = workload.host.weights_sha256()
+    perturbed = Member("Think, then move.", WeightsRef("tiny", 0, seed=7, sigma=0.5))
+    members = [Member(""), perturbed, Member("")]
+    first, second, third = workload.evaluate(members, traces=True)
+
+    assert workload.host.weights_sha256() == base_sha, "the perturbation is undone after the member"
+    assert len(first.rewards) == 4 and all(r in (0.0, 1.0) for r in first.rewards)
+    assert first.reward == sum(first.rewards) / 4
+    assert first.feedback.startswith(f"solved {int(sum(first.rewards))} of 4 episodes")
+    episode = first.trajectories[0]
+    assert episode.instance == f"gridnav-H2/{seeds[0]}" and episode.turns[0].observation.startswith("You are in")
+    assert 1 <= len(episode.turns) <= 6 and episode.reward == first.rewards[0]
+    # Sampling is bound to the member's index: the same member at another index samples differently,
+    # and re-running an index replays it whatever else is in the batch.
+    again = workload.evaluate([Member(""), perturbed], traces=True)[1]
+    assert again.trajectories == second.trajectories
+    alone = workload.evaluate([Member("")], traces=True)[0]
+    assert alone.trajectories == first.trajectories
+    assert third.trajectories != first.trajectories
+
+
+def test_the_prompt_text_precedes_every_observation():
+    seen: list[str] = []
+
+    class Recording:
+        def generate_each(self, items):
+            seen.extend(messages[0]["content"] for messages, _ in items)
+            return [type("C", (), {"text": "move up", "completion_tokens": 2})() for _ in items]
+
+    workload = AgentWorkload(Recording(), "gridnav", 2, (split_seeds("val")[0],))
+    (evaluation,) = workload.evaluate([Member("Always read the goal first.")], traces=True)
+    assert seen and all(prompt.startswith("Always read the goal first.\n\nYou are in") for prompt in seen)
+    assert all(turn.tokens == 2 for turn in evaluation.trajectories[0].turns)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("workload.env=mazes", "unknown environment 'mazes'"),
+        ("workload.horizon=3", "horizon 3 is out of range for gridnav"),
+        ("method=eoh", "method eoh does not run on the agent workload"),
+        ("workload.kind=ahd", "workload.env and workload.horizon apply to workload.kind = 'agent' only"),
+    ],
+)
+def test_bad_agent_config_exits_2_with_one_line(config: Path, tmp_path: Path, capsys, override: str, message: str):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        load_config(config, [override])
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--set", override]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("coevo: error: ") and "\n" not in err and message in err
+    assert not (tmp_path / "r" / "run.sqlite").exists()
+
+
+def test_es_is_refused_on_the_ahd_workload_and_ahd_needs_a_task(tmp_path: Path):
+    with pytest.raises(ConfigError, match="method es does not run on the ahd workload; choose one of: sample"):
+        load_config(_toml(tmp_path, 'method = "es"\ntask = "tsp_construct"\nbudget = 4\n'))
+    with pytest.raises(ConfigError, match="config key 'task' is required"):
+        load_config(_toml(tmp_path, 'method = "eoh"\nbudget = 4\n'))
+
+
+def test_the_cli_prints_held_out_success_before_and_after(config: Path, tmp_path: Path, capsys, one_torch_thread):
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "base (0 ES updates) success on val: " in out and "95% CI" in out
+    assert "evolved (2 ES updates) success on val: " in out
+    assert "ES changed held-out success by " in out
+    assert (tmp_path / "r" / "report.html").exists()
+
+
+def test_the_reference_sudoku_config_is_the_reference_setting():
+    reference = load_config(Path(__file__).parent.parent / "experiments" / "agents" / "sudoku_es.toml")
+    assert (reference.population_size, reference.budget // reference.population_size) == (32, 100)
+    assert (reference.es.sigma, reference.es.sigma_final, reference.es.alpha) == (1e-3, 2.5e-4, 5e-4)
+    assert (reference.workload.env, reference.workload.episodes) == ("sudoku", 32)
+
+
+def _toml(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return path
