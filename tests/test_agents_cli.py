@@ -6,15 +6,10 @@ import json
 
 import pytest
 
-from coevo.cli import main
 from tasks import TASK_NAMES
 from tasks.agents import ENVS
 
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from cli_capture import run_cli
 
 
 def test_tasks_list_shows_environments_after_the_heuristic_tasks_with_their_horizon(capsys):

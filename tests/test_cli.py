@@ -9,16 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from coevo.cli import main
 from tasks import TASK_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from cli_capture import run_cli
 
 
 def test_tasks_list_json_has_one_row_per_task(capsys):
