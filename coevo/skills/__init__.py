@@ -9,7 +9,7 @@ from coevo.skills.gates import (
     RecurrenceGate,
     Refusal,
     RefusedBuffer,
-    TestOutcome,
+    CodeTestResult,
     admit,
 )
 from coevo.skills.library import EditRecord, Library, load_library, save_library
@@ -36,7 +36,7 @@ __all__ = [
     "SkillFormatError",
     "SkillKind",
     "SkillMeta",
-    "TestOutcome",
+    "CodeTestResult",
     "admit",
     "apply_edit",
     "by_credit",

@@ -39,7 +39,7 @@ class RecurrenceGate:
 
 
 @dataclass(frozen=True)
-class TestOutcome:
+class CodeTestResult:
     passed: bool
     detail: str = ""
 
@@ -48,7 +48,7 @@ class CodeTestRunner(Protocol):
     """Runs a code skill's tests against its source, isolated from the caller (the hook a method fills:
     coevo's task Evaluator scores heuristics on task instances and cannot run arbitrary test files)."""
 
-    def __call__(self, code: str, tests: str) -> TestOutcome: ...
+    def __call__(self, code: str, tests: str) -> CodeTestResult: ...
 
 
 @dataclass(frozen=True)
