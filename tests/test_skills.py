@@ -30,6 +30,7 @@ from coevo.skills import (
     save_library,
     whitespace_tokens,
 )
+from coevo.skills.render import HEADER, render_skill
 
 
 def skill_md(name: str, body: str = "# Steps\nCompare x to the goal.\n", description: str = "How to step.") -> str:
@@ -287,12 +288,11 @@ def test_rendering_never_exceeds_the_budget():
         + [code_skill("helper", credit=100.0)]
     )
     for tokenizer in (whitespace_tokens, len):
-        previous = -1
         for budget in range(0, 600, 7):
             text, shown = render_prompt(by_credit(library), budget, tokenizer)
             assert tokenizer(text) <= budget
-            assert len(shown) >= previous or budget == 0
-            previous = len(shown)
+            for left_out in set(library) - set(shown):  # every skill left out would not have fitted
+                assert tokenizer((text or HEADER) + render_skill(library[left_out]) + "\n") > budget
     text, shown = render_prompt(by_credit(library), 10**6)
     assert shown[0] == "helper" and shown[1] == "s11" and "def nearest" in text and len(shown) == 13
     assert render_prompt(by_credit(library), 3) == ("", [])
