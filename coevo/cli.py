@@ -14,6 +14,7 @@ from rich.table import Table
 from coevo.llm.models import register as register_models
 from coevo.llm.serve import register as register_serve
 from coevo.run.cli import register as register_runner
+from coevo.skills.cli import register as register_skills
 
 app = typer.Typer(
     add_completion=False,
@@ -35,6 +36,7 @@ def _fail(message: str) -> NoReturn:
 
 
 register_runner(app, _fail)
+register_skills(app, _fail)
 register_models(app)
 register_serve(app)
 
