@@ -24,7 +24,7 @@ import time
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
 from coevo import pyast
 from coevo.evaluate.channel import encode_solution, frame
@@ -85,7 +85,8 @@ class Prepared:
         return cls(task, instances, guard, namespace)
 
 
-class ChildSetup(Protocol):
+@dataclass(frozen=True)
+class ChildSetup:
     """What the fork server hands each child to finish its confinement."""
 
     stdio: int

@@ -132,7 +132,7 @@ class Sandbox:
         self._spares: collections.deque[_Child] = collections.deque()
         self._lock = threading.Lock()
         self._python_guards = python_guards
-        self._skipped = ",".join(sorted(skipped_layers)) or "-"
+        self._skipped_layers = skipped_layers
         self.layers: dict[str, bool | str] = {}
         """The kernel layers the running fork server holds: True, False, or why not (its greeting)."""
 
@@ -187,19 +187,18 @@ class Sandbox:
 
     def _next_child(self) -> _Child:
         """A forked child waiting for its job; a fork server found dead is replaced, once."""
-        for attempt in (1, 2):
-            control = self._started_control()
-            try:
-                if len(self._spares) < self._batch:  # keep at least a batch forked ahead
-                    self._spares.extend(_Child.fork_many(control, self._batch))
-            except SandboxError:
-                if attempt == 2:
-                    raise
-                self._process.kill()  # its control socket is broken: replace it
-                self._discard_server()
-                continue
-            return self._spares.popleft()
-        raise AssertionError("unreachable")
+        try:
+            return self._spare()
+        except SandboxError:
+            self._process.kill()  # its control socket is broken: replace it
+            self._discard_server()
+            return self._spare()
+
+    def _spare(self) -> _Child:
+        control = self._started_control()
+        if len(self._spares) < self._batch:  # keep at least a batch forked ahead
+            self._spares.extend(_Child.fork_many(control, self._batch))
+        return self._spares.popleft()
 
     def _started_control(self) -> socket.socket:
         """The control socket of a live fork server, starting one (again, if the last one died)."""
@@ -226,9 +225,9 @@ class Sandbox:
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "coevo.evaluate.zygote", str(server_end.fileno()), str(instances_fd)]
-                + [*self._task_ref, guards, self._skipped],
+                + [*self._task_ref, guards, ",".join(sorted(self._skipped_layers)) or "-"],
                 pass_fds=[server_end.fileno(), instances_fd],
-                env=fork_server_environment(),
+                env=_fork_server_environment(),
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
@@ -246,11 +245,11 @@ class Sandbox:
             raise SandboxError(f"the fork server failed to start (exit code {self._process.poll()})")
         parent_end.settimeout(None)
         self.layers = json.loads(greeting[len(b"ready") :])
-        _warn_missing_layers({name: held for name, held in self.layers.items() if name not in self._skipped})
+        _warn_missing_layers({name: held for name, held in self.layers.items() if name not in self._skipped_layers})
         return parent_end
 
 
-def fork_server_environment() -> dict[str, str]:
+def _fork_server_environment() -> dict[str, str]:
     """The fork server's environment: what Python and the numeric libraries need, nothing else.
 
     The parent's own variables (keys, tokens, paths) never reach the fork server, and the fork
@@ -461,8 +460,8 @@ class _Supervisor:
             self.loaded = True
         elif message == {"done": True} and self.loaded and self.count == 0:
             self.done = True
-        elif len(keys) in (1, 2) and keys - {"index"} <= _FAILURE_KEYS and len(keys - {"index"}) == 1:
-            (kind,) = keys - {"index"}
+        elif len(failure := keys - {"index"}) == 1 and failure <= _FAILURE_KEYS:
+            (kind,) = failure
             self._fail(str(message[kind])[:500])
         else:
             raise ChannelError(f"the child sent an unexpected message {sorted(message)[:5]}")

@@ -37,10 +37,9 @@ import socket
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD
-from coevo.evaluate.child import Prepared, run_child
+from coevo.evaluate.child import ChildSetup, Prepared, run_child
 from coevo.evaluate.isolation import become_subreaper, confine_server, erase_environment, forbid_privilege_gain
 from coevo.evaluate.policy import PRELOADED_MODULES
 from coevo.evaluate.seccomp import DENIED_SYSCALLS, SeccompUnavailable, SyscallFilter
@@ -68,7 +67,7 @@ def main(control_fd: int, instances_fd: int, module_name: str, class_name: str, 
         signal.signal(signum, signal.SIG_DFL)  # inherited by every child: these signals kill it
     shared_uid = not confinement.own_uids and layers["seccomp"] is True
     child_filter = filters[1] if shared_uid and not isinstance(filters, str) else None
-    setup = _ChildSetup(stdio, confinement.own_uids, child_filter)
+    setup = ChildSetup(stdio, confinement.own_uids, child_filter)
     server = _ForkServer(socket.socket(fileno=control_fd), prepared, setup)
     gc.collect()
     gc.freeze()  # keep the preloaded heap shared copy-on-write with every child
@@ -79,7 +78,7 @@ def _compile_filters() -> tuple[SyscallFilter, SyscallFilter] | str:
     """The fork server's filter and the per-child one, or why libseccomp cannot build them.
 
     The fork server keeps only what it needs to fork and kill children. Where children cannot
-    have uids of their own, each child also refuses those calls (``_ChildSetup.syscall_filter``).
+    have uids of their own, each child also refuses those calls (``ChildSetup.syscall_filter``).
     """
     try:
         server = SyscallFilter(tuple(name for name in DENIED_SYSCALLS if name not in SERVER_SYSCALLS))
@@ -99,15 +98,6 @@ def _confine_system_calls(filters: tuple[SyscallFilter, SyscallFilter] | str) ->
     return True
 
 
-@dataclass(frozen=True)
-class _ChildSetup:
-    """What ``run_child`` needs from the fork server to finish a child's confinement."""
-
-    stdio: int
-    own_uid: bool
-    syscall_filter: SyscallFilter | None
-
-
 def _skip_threading_reset_in_children() -> None:
     """Make ``threading``'s after-fork hook a no-op (an at-fork hook cannot be unregistered).
 
@@ -123,7 +113,7 @@ def _skip_threading_reset_in_children() -> None:
 class _ForkServer:
     """Forks children on request, reaps them on SIGCHLD, and reports both to the parent."""
 
-    def __init__(self, control: socket.socket, prepared: Prepared, setup: _ChildSetup) -> None:
+    def __init__(self, control: socket.socket, prepared: Prepared, setup: ChildSetup) -> None:
         self.control, self.prepared, self.setup = control, prepared, setup
         self.children: dict[int, int] = {}
         """pid -> status pipe to the parent."""
