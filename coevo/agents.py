@@ -88,7 +88,7 @@ class AgentWorkload:
     def _evaluation(self, played: list[Episode], traces: bool, seconds: float) -> Evaluation:
         rewards = tuple(episode.reward for episode in played)
         return Evaluation(
-            sense="max",
+            sense=self.sense,
             split=self.split,
             per_instance=rewards,
             objective=sum(rewards) / len(rewards) if rewards else None,
