@@ -1,8 +1,9 @@
 """The agent workload: a member is a prompt prefix plus weights, scored by the episodes it plays.
 
-A member's perturbation covers its whole rollout: every turn of every episode is generated with that
-member's weights in place (the host's `perturbed()` block is held for the member's whole batch of
-episodes), so the reward credits the weights for the trajectory, not for one answer. The member's text
+A member's perturbation covers its whole rollout: every turn of every episode is generated under that
+member's weights (full rank: the host's `perturbed()` block is held for the member's whole batch of
+episodes; low rank: all members' episodes play together, each batch row under its member's
+perturbation), so the reward credits the weights for the trajectory, not for one answer. The member's text
 is an instruction prefix put before every observation, which makes the prompt side of a member as
 evolvable as its weights. Sampling is seeded from (workload seed, member index, instance seed, turn),
 never from a call counter, so an episode replays the same wherever and in whatever batch it runs.
@@ -23,7 +24,8 @@ from coevo.es.protocols import WeightsHost
 from coevo.llm.base import AGENT_SAMPLING, SamplingParams
 from coevo.workload import Evaluation, Member, Trajectory, Turn
 from tasks.agents import Episode, Prompt, llm_policy, make_env, rollout
-from tasks.agents.rollout import PerRequestLLM, Policy
+from tasks.agents.rollout import PerRequestLLM, Policy, turn_request
+from tasks.agents.splits import verify_split
 
 FAILURE_REASONS_SHOWN = 3
 
@@ -41,6 +43,14 @@ class AgentWorkload:
     """Where a perturbed member's weights are put; None when every member runs the live weights."""
     sampling: SamplingParams = AGENT_SAMPLING
     seed: int = 0
+    window: int = 0
+    """Episodes per generation, a window over `seeds` that moves on each generation; 0 plays all of them."""
+    heldout: str = "val"
+    """The split `heldout_episodes` plays: never searched, so it tells what the weights learned."""
+    heldout_limit: int | None = None
+    """Only the first N held-out episodes; None plays the whole split."""
+    batched: bool = True
+    """Play low-rank members together; False plays them one after another (what batching must equal)."""
     sense = "max"
 
     def __post_init__(self) -> None:
@@ -54,18 +64,35 @@ class AgentWorkload:
         """The same workload over other instances (a generation's batch, a held-out split)."""
         return replace(self, seeds=tuple(seeds), split=split or self.split)
 
+    def at_generation(self, generation: int) -> AgentWorkload:
+        """Generation `generation`'s window of `window` seeds (generation 1 starts at the first), so a run
+        shorter than the split still sees all of it."""
+        if not self.window:
+            return self
+        start = (generation - 1) * self.window
+        return self.on(self.seeds[(start + i) % len(self.seeds)] for i in range(self.window))
+
+    def heldout_episodes(self) -> list[Episode]:
+        """The live weights (no prompt text) on the held-out split's verified instances."""
+        seeds = verify_split(self.env, self.heldout, self.horizon)[: self.heldout_limit]
+        (played,) = self.on(seeds, self.heldout).episodes([Member("")])
+        return played
+
     def episodes(self, members: Sequence[Member]) -> list[list[Episode]]:
-        """Every member's episodes, one member after another, each under its own weights throughout."""
+        """Every member's episodes, each under its own weights throughout: on a low-rank host all members
+        together, a batch row per member; otherwise one member after another."""
+        if self._batchable(members):
+            return self._play_together(members)
         return [self._play(index, member) for index, member in enumerate(members)]
 
     def evaluate(self, members: Sequence[Member], *, traces: bool = False) -> list[Evaluation]:
-        """Per member: the episode rewards (success, or the dense reward of a *-dense env), feedback on failures."""
-        evaluations = []
-        for index, member in enumerate(members):
-            started = time.perf_counter()
-            played = self._play(index, member)
-            evaluations.append(self._evaluation(played, traces, time.perf_counter() - started))
-        return evaluations
+        """Per member: the episode rewards (success, or the dense reward of a *-dense env), feedback on failures.
+
+        Members played together share their wall time equally."""
+        started = time.perf_counter()
+        played = self.episodes(members)
+        share = (time.perf_counter() - started) / max(len(members), 1)
+        return [self._evaluation(episodes, traces, share) for episodes in played]
 
     def remember(self, texts: Iterable[str]) -> None:
         """Episodes are not cached by text (the weights decide them), so there is nothing to recall."""
@@ -74,9 +101,44 @@ class AgentWorkload:
         """Environments hold no workers."""
 
     def _play(self, index: int, member: Member) -> list[Episode]:
-        policy = _prefixed(llm_policy(self.llm, self.sampling, member_seed(self.seed, index)), member.text)
+        policy = _prefixed(llm_policy(self.llm, self.sampling, member_sampling_seed(self.seed, index)), member.text)
         with self._weights_of(member.weights):
             return rollout(self.env, list(self.seeds), policy, horizon=self.horizon)
+
+    def _batchable(self, members: Sequence[Member]) -> bool:
+        """A low-rank host runs members as batch rows; it needs every member perturbed (a row per member)."""
+        return (
+            self.batched
+            and len(members) > 1
+            and getattr(self.host, "population", None) is not None
+            and all(m.weights is not None and m.weights.seed is not None for m in members)
+        )
+
+    def _play_together(self, members: Sequence[Member]) -> list[list[Episode]]:
+        """One rollout of every member's episodes: each turn of all live episodes decodes in one batch
+        (chunks of the backend's `max_batch_size`), row k under the perturbation of its episode's member.
+
+        Prompt text and sampling seeds are those `_play` gives, so the episodes are the same."""
+        count = len(self.seeds)
+        perturbations = [Perturbation(m.weights.seed, m.weights.sigma, m.weights.sign) for m in members]
+        roots = [member_sampling_seed(self.seed, index) for index in range(len(members))]
+        chunk = getattr(self.llm, "max_batch_size", None)
+
+        def policy(prompts: list[Prompt]) -> list:
+            rows = [p.episode // count for p in prompts]
+            items = [
+                turn_request(_with_prefix(members[m].text, p), self.sampling, roots[m])
+                for p, m in zip(prompts, rows, strict=True)
+            ]
+            step = chunk or len(items)
+            completions = []
+            for start in range(0, len(items), step):
+                with self.host.population(perturbations, rows[start : start + step]):
+                    completions += self.llm.generate_each(items[start : start + step])
+            return completions
+
+        played = rollout(self.env, list(self.seeds) * len(members), policy, horizon=self.horizon)
+        return [played[i * count : (i + 1) * count] for i in range(len(members))]
 
     def _weights_of(self, weights: WeightsRef | None):
         if weights is None or weights.seed is None:
@@ -99,7 +161,7 @@ class AgentWorkload:
         )
 
 
-def member_seed(seed: int, index: int) -> int:
+def member_sampling_seed(seed: int, index: int) -> int:
     """The sampling root of member `index`: its episodes replay the same in any batch, on any worker."""
     digest = hashlib.blake2b(f"{seed}:member:{index}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 1
@@ -110,10 +172,14 @@ def _prefixed(policy: Policy, text: str) -> Policy:
     if not text:
         return policy
 
-    def with_prefix(prompts: list[str]) -> Sequence:
-        return policy([Prompt(f"{text}\n\n{p}", p.seed, p.turn) for p in prompts])
+    def with_prefix(prompts: list[Prompt]) -> Sequence:
+        return policy([_with_prefix(text, p) for p in prompts])
 
     return with_prefix
+
+
+def _with_prefix(text: str, prompt: Prompt) -> Prompt:
+    return prompt.with_text(f"{text}\n\n{prompt}") if text else prompt
 
 
 def trajectory(episode: Episode) -> Trajectory:

@@ -107,3 +107,12 @@ class Workload(Protocol):
     def close(self) -> None:
         """Release workers (sandboxes, environments); the workload is not used afterwards."""
         ...
+
+
+@runtime_checkable
+class Generational(Protocol):
+    """A workload that scores each generation on its own instances (an agent's moving window of episodes)."""
+
+    def at_generation(self, generation: int) -> Workload:
+        """The workload generation `generation` (1 for the first after initialisation) is scored on."""
+        ...

@@ -14,8 +14,6 @@ from typing import Any, Literal
 from coevo.agents import AgentWorkload
 from coevo.run.runner import Runner
 from coevo.stats import wilson_interval
-from coevo.workload import Member
-from tasks.agents.splits import verify_split
 
 @dataclass(frozen=True)
 class SuccessRate:
@@ -39,13 +37,12 @@ class SuccessRate:
 
 def heldout_success(runner: Runner) -> SuccessRate:
     """The live weights' success rate on the configured held-out episodes (prompt text: none)."""
-    settings = runner.config.workload
-    if not isinstance(runner.workload, AgentWorkload):
+    workload = runner.workload
+    if not isinstance(workload, AgentWorkload):
         raise RuntimeError("held-out success is measured on the agent workload only")
-    seeds = verify_split(settings.env, settings.heldout, settings.agent_horizon)[: settings.heldout_episodes]
-    (played,) = runner.workload.on(seeds, settings.heldout).episodes([Member("")])
+    played = workload.heldout_episodes()
     step = 0 if runner.engine is None else runner.engine.step
-    return SuccessRate(settings.heldout, sum(e.success for e in played), len(played), step)
+    return SuccessRate(workload.heldout, sum(e.success for e in played), len(played), step)
 
 
 def record_heldout(runner: Runner, when: Literal["before", "after"]) -> SuccessRate:

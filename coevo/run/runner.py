@@ -37,7 +37,7 @@ from coevo.population import Population, PromptPool, PromptVariant
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.methods import METHODS, Method
 from coevo.run.store import RunStore, StoreHistory
-from coevo.workload import Evaluation, Member, Workload
+from coevo.workload import Evaluation, Generational, Member, Workload
 from tasks import get_task
 from tasks.agents.splits import split_seeds
 from tasks.base import SplitName
@@ -167,23 +167,16 @@ class Runner:
         return candidates
 
     def play(self, perturbations: Sequence[Perturbation]) -> list[Evaluation]:
-        """Score agent members (the run's prompt text under perturbation i each) on this generation's
-        episodes and charge the budget; members beyond the budget are dropped."""
-        if not isinstance(self.workload, AgentWorkload):
-            raise RuntimeError(f"method {self.config.method} needs the agent workload")
+        """Score weights-only members (no text, perturbation i each) on this generation's instances and
+        charge the budget; members beyond the budget are dropped."""
         members = [Member("", self._weights_ref(p)) for p in perturbations[: self.budget_left]]
-        evaluations = self.workload.on(self.generation_seeds()).evaluate(members)
+        workload = self.workload
+        if isinstance(workload, Generational):
+            workload = workload.at_generation(self.generation)
+        evaluations = workload.evaluate(members)
         self.evaluations += len(members)
         self._progress()
         return evaluations
-
-    def generation_seeds(self) -> list[int]:
-        """This generation's episodes: a window of `workload.episodes` search seeds that moves on each
-        generation, so a run smaller than the split still sees all of it."""
-        seeds = split_seeds("search")
-        count = self.config.workload.episodes
-        start = (self.generation - 1) * count
-        return [seeds[(start + i) % len(seeds)] for i in range(count)]
 
     def add_library(self, codes: dict[str, str]) -> list[Candidate]:
         """Evaluate heuristics from the skill library (name -> code) and charge the budget for them."""
@@ -255,7 +248,15 @@ class Runner:
         settings = self.config.workload
         if settings.kind == "agent":
             return AgentWorkload(
-                self.llm, settings.env, settings.agent_horizon, (), host=self.host, seed=self.config.seed
+                self.llm,
+                settings.env,
+                settings.agent_horizon,
+                tuple(split_seeds("search")),
+                host=self.host,
+                seed=self.config.seed,
+                window=settings.episodes,
+                heldout=settings.heldout,
+                heldout_limit=settings.heldout_episodes,
             )
         return AHDWorkload(self.evaluator_for(self.config.eval.split))
 

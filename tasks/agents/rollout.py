@@ -26,14 +26,20 @@ class Prompt(str):
 
     seed: int
     turn: int
+    episode: int
+    """The episode's index among the rollout's seeds, so a policy can tell apart two episodes of one seed."""
 
-    def __new__(cls, text: str, seed: int, turn: int) -> Prompt:
+    def __new__(cls, text: str, seed: int, turn: int, episode: int = 0) -> Prompt:
         prompt = super().__new__(cls, text)
-        prompt.seed, prompt.turn = seed, turn
+        prompt.seed, prompt.turn, prompt.episode = seed, turn, episode
         return prompt
 
-    def __reduce__(self) -> tuple[type[Prompt], tuple[str, int, int]]:
-        return Prompt, (str(self), self.seed, self.turn)  # pickles across processes (a Ray worker)
+    def with_text(self, text: str) -> Prompt:
+        """Another text for the same episode and turn (a member's instruction put before it)."""
+        return Prompt(text, self.seed, self.turn, self.episode)
+
+    def __reduce__(self) -> tuple[type[Prompt], tuple[str, int, int, int]]:
+        return Prompt, (str(self), self.seed, self.turn, self.episode)  # pickles across processes (a Ray worker)
 
 
 class Generated(Protocol):
@@ -112,7 +118,7 @@ def rollout(
     results: list[Episode | None] = [None] * len(seeds)
     live = list(range(len(seeds)))
     while live:
-        prompts = [Prompt(observations[i], seeds[i], len(turns[i]) + 1) for i in live]
+        prompts = [Prompt(observations[i], seeds[i], len(turns[i]) + 1, i) for i in live]
         actions = list(policy(list(prompts)))
         if len(actions) != len(live):
             raise ValueError(f"the policy returned {len(actions)} actions for {len(live)} prompts")
@@ -174,13 +180,14 @@ def llm_policy(llm: PerRequestLLM, sampling: SamplingParams, seed: int = 0) -> P
     """
 
     def policy(prompts: list[str]) -> list[Generated]:
-        items = [
-            ([{"role": "user", "content": str(p)}], replace(sampling, seed=episode_seed(seed, _as_prompt(p))))
-            for p in prompts
-        ]
-        return llm.generate_each(items)
+        return llm.generate_each([turn_request(_as_prompt(p), sampling, seed) for p in prompts])
 
     return policy
+
+
+def turn_request(prompt: Prompt, sampling: SamplingParams, seed: int) -> tuple[list[dict[str, str]], SamplingParams]:
+    """One turn as a `generate_each` item: the prompt as the user message, sampled from its episode's seed."""
+    return [{"role": "user", "content": str(prompt)}], replace(sampling, seed=episode_seed(seed, prompt))
 
 
 def _as_prompt(text: str) -> Prompt:
