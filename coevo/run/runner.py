@@ -39,7 +39,6 @@ from coevo.run.methods import METHODS, Method
 from coevo.run.store import RunStore, StoreHistory
 from coevo.workload import Evaluation, Generational, Member, Workload
 from tasks import get_task
-from tasks.agents.splits import split_seeds
 from tasks.base import SplitName
 
 
@@ -247,17 +246,7 @@ class Runner:
     def _default_workload(self) -> Workload:
         settings = self.config.workload
         if settings.kind == "agent":
-            return AgentWorkload(
-                self.llm,
-                settings.env,
-                settings.agent_horizon,
-                tuple(split_seeds("search")),
-                host=self.host,
-                seed=self.config.seed,
-                window=settings.episodes,
-                heldout=settings.heldout,
-                heldout_limit=settings.heldout_episodes,
-            )
+            return AgentWorkload.configured(self.llm, settings, host=self.host, seed=self.config.seed)
         return AHDWorkload(self.evaluator_for(self.config.eval.split))
 
     def _track_best(self, candidate: Candidate) -> None:
