@@ -108,7 +108,7 @@ def test_a_run_pins_its_starting_library_and_refuses_a_changed_one_on_resume(con
     (start / "read-goal").mkdir(parents=True)
     skill_md = start / "read-goal" / "SKILL.md"
     skill_md.write_text("---\nname: read-goal\ndescription: read the goal first\n---\n# Procedure\nRead it.\n")
-    loaded = load_config(config, [f"skills.library={json.dumps(str(start))}", "budget=2"])
+    loaded = load_config(config, [f"skills.library={json.dumps(str(start))}", "budget=2", "model=skills_agent_lm:build"])
     with start_run(loaded, tmp_path / "run", FakeAgentLLM()) as runner:
         runner.run_step()  # generation 0 only: the pin is committed
         pinned = runner.method.skills.pinned
@@ -117,6 +117,10 @@ def test_a_run_pins_its_starting_library_and_refuses_a_changed_one_on_resume(con
     skill_md.write_text(skill_md.read_text() + "Then move.\n")
     with pytest.raises(ConfigError, match="skills library .* changed since the run started \\(skill 'read-goal'\\)"):
         resume_run(tmp_path / "run", FakeAgentLLM())
+    capsys.readouterr()
+    assert main(["resume", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("coevo: error: skills library ") and "\n" not in err
 
     assert main(["skills", "list", str(tmp_path / "run"), "--json"]) == 0
     assert [row["name"] for row in json.loads(capsys.readouterr().out)] == ["read-goal"]
@@ -127,3 +131,68 @@ def test_a_run_pins_its_starting_library_and_refuses_a_changed_one_on_resume(con
 def test_a_starting_library_that_does_not_load_is_a_config_error(config: Path, tmp_path: Path):
     with pytest.raises(ConfigError, match="config key 'skills.library': .*not a directory"):
         load_config(config, [f"skills.library={json.dumps(str(tmp_path / 'missing'))}"])
+
+
+JOINT = """
+method = "{method}"
+model = "skills_agent_lm:build"
+budget = 4
+seed = 2
+population_size = 2
+[es]
+sigma = 0.5
+alpha = 0.1
+[workload]
+kind = "agent"
+env = "gridnav"
+horizon = 2
+episodes = 3
+heldout_episodes = 4
+[skills]
+analyses = 3
+heldout_episodes = 4
+"""
+
+
+@pytest.mark.parametrize("method", ["coevo", "es-then-skills"])
+def test_the_joint_methods_update_weights_and_learn_from_the_same_episodes(tmp_path: Path, method, one_torch_thread):
+    from skills_agent_lm import build
+
+    path = tmp_path / "joint.toml"
+    path.write_text(JOINT.format(method=method))
+    config = load_config(path)
+    with start_run(config, tmp_path / "run", build()) as runner:
+        assert type(runner.method).__name__ in ("AgentCoevo", "ESThenSkills")
+        runner.run()
+        records = runner.store.es_records(0)
+        skills = runner.method.skills
+        refused_generations = {r.generation for r in skills.refused.refusals}
+    assert len(records) == 2, "budget 4 / population 2: an ES update each generation"
+    assert "one-off" not in skills.library, "seen in one trajectory per generation: the recurrence gate refuses it"
+    if method == "coevo":
+        assert refused_generations == {1, 2}, "every generation proposes edits"
+    else:
+        assert refused_generations == {2}, "one distillation, after the last ES generation"
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_gives_the_same_library_and_weights(tmp_path: Path, monkeypatch):
+    from test_resume import coevo, kill_after
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # tiny matrices: more threads only spin on a shared CPU
+    config = tmp_path / "joint.toml"
+    config.write_text(JOINT.format(method="coevo").replace("budget = 4", "budget = 6"))
+    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
+    assert coevo("run", str(config), "--run-dir", str(straight)).returncode == 0
+    process = coevo("run", str(config), "--run-dir", str(interrupted), wait=False)
+    kills = int(kill_after(process, interrupted, steps=2, extra_seconds=0.2))
+    process = coevo("resume", str(interrupted), wait=False)
+    kills += kill_after(process, interrupted, steps=4, extra_seconds=0.05)
+    assert kills >= 1, "the run finished before it could be killed; make it longer"
+    resumed = coevo("resume", str(interrupted))
+    assert resumed.returncode == 0, resumed.stderr
+    libraries = [load_library(run / RUN_LIBRARY_DIR) for run in (straight, interrupted)]
+    assert libraries[0].hash == libraries[1].hash
+    assert [s.meta for s in libraries[0].values()] == [s.meta for s in libraries[1].values()]
+    shows = [json.loads(coevo("runs", "show", str(run), "--json").stdout) for run in (straight, interrupted)]
+    assert shows[0]["weights_sha256"] == shows[1]["weights_sha256"] is not None
