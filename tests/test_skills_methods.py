@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from coevo.cli import main
+from coevo.llm.base import Completion
 from coevo.run.config import ConfigError, load_config
 from coevo.run.session import resume_run, start_run
 from coevo.skills import load_library
@@ -43,9 +44,8 @@ ANSWERS = [
 ]
 
 
-class _Completion:
-    def __init__(self, text: str) -> None:
-        self.text, self.completion_tokens = text, 2
+def _completion(text: str) -> Completion:
+    return Completion(text, 8, 2, 0.0, "stop", "fake-agent")
 
 
 class FakeAgentLLM:
@@ -59,11 +59,11 @@ class FakeAgentLLM:
         self.analysis_prompts: list[str] = []
 
     def generate_each(self, items):
-        return [_Completion(self._move(messages[0]["content"])) for messages, _ in items]
+        return [_completion(self._move(messages[0]["content"])) for messages, _ in items]
 
     def generate(self, requests, sampling):
         self.analysis_prompts += [messages[0]["content"] for messages in requests]
-        return [_Completion(ANSWERS[i % len(ANSWERS)]) for i in range(len(requests))]
+        return [_completion(ANSWERS[i % len(ANSWERS)]) for i in range(len(requests))]
 
     @staticmethod
     def _move(prompt: str) -> str:
@@ -90,6 +90,7 @@ def test_each_gate_refuses_inside_the_loop_and_the_refusals_reach_the_proposer(c
         runner.run()
         library = runner.method.skills.library
         refusals = {(r.edit.split(":")[0], r.gate) for r in runner.method.skills.refused.refusals}
+        recorded = [call for call in runner.store.llm_calls() if call["operator"] == "skill-analysis"]
     assert list(library) == ["walk-to-goal"], "only the recurring lesson that beats the held-out batch is kept"
     assert set(library["walk-to-goal"].meta.sources) and len(library["walk-to-goal"].meta.sources) == 2
     assert ("add text skill 'lone-lesson'", "recurrence") in refusals
@@ -98,6 +99,7 @@ def test_each_gate_refuses_inside_the_loop_and_the_refusals_reach_the_proposer(c
     assert not any("refused" in prompt for prompt in first_generation)
     assert any("lone-lesson" in p and "refused by recurrence" in p for p in llm.analysis_prompts[len(ANSWERS) :])
     assert any(MARKER in p for p in llm.analysis_prompts[len(ANSWERS) :]), "generation 2 plays with the skill"
+    assert len(recorded) == len(llm.analysis_prompts), "every analysis call is in the run's record"
     exported = load_library(tmp_path / "run" / RUN_LIBRARY_DIR)
     assert exported.hash == library.hash
     assert library["walk-to-goal"].meta.uses == 1 and library["walk-to-goal"].meta.credit is not None

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from coevo.skills.credit import credited
+from coevo.skills.dedupe import merge_duplicates
 from coevo.skills.gates import AcceptanceGate, RecurrenceGate, Refusal, RefusedBuffer, admit
 from coevo.skills.library import Library
 from coevo.skills.pinning import (
@@ -67,9 +68,11 @@ class SkillLoop:
         settings = runner.config.skills
         sampling = replace(runner.sampling_for_call(), max_new_tokens=settings.answer_tokens)
         proposer = EditProposer(runner.llm, sampling, settings.analyses, settings.max_edits)
-        edits = proposer.propose(self.library, self.rendered(runner)[0], failed, self.refused)
+        edits, calls = proposer.propose(self.library, self.rendered(runner)[0], failed, self.refused)
+        runner.record_text(calls)
         gates = [RecurrenceGate(settings.min_sources), AcceptanceGate(lambda library: heldout_score(runner, library))]
-        self.library = admit(self.library, edits, gates, self.refused, runner.generation)
+        admitted = admit(self.library, edits, gates, self.refused, runner.generation)
+        self.library = merge_duplicates(admitted, runner.generation)
         export_to_run_dir(self.library, runner.run_dir)
 
     def state(self) -> dict[str, Any]:

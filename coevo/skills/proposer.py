@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coevo.llm.base import LLM, SamplingParams
+from coevo.operators.records import TextProposal
 from coevo.skills.edits import AddSkill, Edit, ReplaceSection
 from coevo.skills.gates import RefusedBuffer
 from coevo.skills.library import Library
@@ -21,6 +22,7 @@ from coevo.skills.skill_md import NAME_PATTERN, FrontMatter, compose_skill_md
 from coevo.workload import Trajectory
 
 LESSON_HEADING = "Procedure"
+ANALYSIS_OPERATOR = "skill-analysis"
 TURNS_SHOWN = 8
 _FIELD = re.compile(r"^\s*(name|description|lesson)\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
 
@@ -91,11 +93,12 @@ class EditProposer:
         library_text: str,
         failed: Sequence[tuple[str, Trajectory]],
         refused: RefusedBuffer,
-    ) -> list[Edit]:
-        """Edits from up to `analyses` failed (source id, trajectory) pairs, in one batch of calls."""
+    ) -> tuple[list[Edit], list[TextProposal]]:
+        """Edits from up to `analyses` failed (source id, trajectory) pairs, in one batch of calls,
+        and the calls themselves (for the run's record of LLM calls)."""
         chosen = list(failed[: self.analyses])
         if not chosen:
-            return []
+            return [], []
         shown_refusals = refused.render()
         requests = [
             [{"role": "user", "content": analysis_prompt(library_text, shown_refusals, trajectory)}]
@@ -103,5 +106,9 @@ class EditProposer:
         ]
         answers = self.llm.generate(requests, self.sampling)
         parsed = [parse_analysis(source, answer.text) for (source, _), answer in zip(chosen, answers, strict=True)]
-        return merge_analyses(library, [a for a in parsed if a is not None], self.max_edits)
+        calls = [
+            TextProposal(answer.text, ANALYSIS_OPERATOR, request, answer, (source,))
+            for (source, _), request, answer in zip(chosen, requests, answers, strict=True)
+        ]
+        return merge_analyses(library, [a for a in parsed if a is not None], self.max_edits), calls
 
