@@ -14,9 +14,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coevo.operators.templates import OPERATORS
-from coevo.run.methods import METHODS as METHOD_CLASSES
+from coevo.run.methods import METHOD_CLASSES, METHODS as METHODS_BY_NAME, method_class
+from coevo.skills.settings import SkillsSettings
 
-METHODS = tuple(METHOD_CLASSES)
+METHODS = tuple(METHODS_BY_NAME)
 """The valid method names, as the method classes declare them."""
 
 
@@ -126,6 +127,7 @@ class RunConfig(_Section):
     eval: EvalSettings = EvalSettings()
     coevo: CoevoSettings = CoevoSettings()
     workload: WorkloadSettings = WorkloadSettings()
+    skills: SkillsSettings = SkillsSettings()
 
     @field_validator("method")
     @classmethod
@@ -146,8 +148,8 @@ class RunConfig(_Section):
     @model_validator(mode="after")
     def _method_fits_workload(self) -> RunConfig:
         kind = self.workload.kind
-        if kind not in METHOD_CLASSES[self.method].workloads:
-            fitting = [name for name, cls in METHOD_CLASSES.items() if kind in cls.workloads]
+        fitting = list(dict.fromkeys(cls.name for cls in METHOD_CLASSES if kind in cls.workloads))
+        if self.method not in fitting:
             raise ValueError(f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}")
         if kind == "ahd" and self.task is None:
             raise ValueError("config key 'task' is required")
@@ -166,7 +168,7 @@ class RunConfig(_Section):
 
     @property
     def uses_weights(self) -> bool:
-        return METHOD_CLASSES[self.method].uses_weights
+        return method_class(self.method, self.workload.kind).uses_weights
 
     @property
     def subject(self) -> str:

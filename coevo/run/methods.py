@@ -24,7 +24,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from coevo.candidate import Candidate
 from coevo.operators.constants import tunable_values
@@ -34,6 +34,8 @@ from coevo.operators.reflection import ComponentRewriter, Reflector
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptVariant, as_parent
 from coevo.run.library import library_codes
+from coevo.skills.loop import SkillLoop, failed_trajectories
+from coevo.skills.pinning import LibraryChanged
 
 if TYPE_CHECKING:
     from coevo.run.config import RunConfig
@@ -100,6 +102,13 @@ class Method:
     def initial_prompt(self) -> PromptVariant:
         templates = default_templates()
         return PromptVariant(prompt_id(templates, ""), templates)
+
+    # State a method carries across steps beyond the runner's (committed with each step).
+    def state(self) -> dict[str, Any] | None:
+        return None
+
+    def restore(self, state: dict[str, Any] | None) -> None:
+        """Continue from `state()` of the last committed step."""
 
     def refill(self, runner: Runner) -> bool:
         """With no valid heuristic left, sample a fresh population from scratch; True if it did."""
@@ -288,6 +297,78 @@ class AgentES(Method):
         runner.tell(members[: len(evaluations)], [e.reward for e in evaluations])
 
 
+class AgentSkills(Method):
+    """The skill-library methods of the agent workload (REFERENCES section 8); `coevo.skills.loop`
+    holds their logic, each subclass says what weights its members carry and when it learns."""
+
+    workloads = ("agent",)
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self.skills = SkillLoop()
+
+    def initialise(self, runner: Runner) -> None:
+        self.skills.start(runner)
+
+    def state(self) -> dict[str, Any]:
+        return self.skills.state()
+
+    def restore(self, state: dict[str, Any] | None) -> None:
+        from coevo.run.config import ConfigError
+
+        try:
+            self.skills.restore(state, self.config.skills.library)
+        except LibraryChanged as exc:
+            raise ConfigError(str(exc)) from None
+
+
+class Skills(AgentSkills):
+    """`skills`: fixed weights; every generation learns edits from its failed episodes."""
+
+    name = "skills"
+    phases = ("skills",)
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        evaluations = self.skills.play(runner, [None] * self.config.population_size)
+        self.skills.learn(runner, failed_trajectories(runner.generation, evaluations))
+
+
+class AgentCoevo(AgentSkills):
+    """`coevo` on the agent workload: each generation's members (perturbations, the library as their
+    text) give both the ES update and the failed episodes the skill edits are learned from."""
+
+    name = "coevo"
+    uses_weights = True
+    phases = ("joint",)
+
+    def es_population(self, config: RunConfig) -> int:
+        return config.population_size
+
+    def planned_updates(self, config: RunConfig) -> int:
+        return math.ceil(config.budget / config.population_size)
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        members = runner.engine.ask()
+        evaluations = self.skills.play(runner, members)
+        runner.tell(members[: len(evaluations)], [e.reward for e in evaluations])
+        self.skills.learn(runner, failed_trajectories(runner.generation, evaluations))
+
+
+class ESThenSkills(AgentCoevo):
+    """`es-then-skills`: ES generations with the starting library fixed, collecting failed episodes;
+    once the budget is spent, one distillation of all of them into skill edits."""
+
+    name = "es-then-skills"
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        members = runner.engine.ask()
+        evaluations = self.skills.play(runner, members)
+        runner.tell(members[: len(evaluations)], [e.reward for e in evaluations])
+        self.skills.trajectories += failed_trajectories(runner.generation, evaluations)
+        if not runner.budget_left:
+            self.skills.learn(runner, self.skills.trajectories)
+
+
 def initial_evaluations(config: RunConfig) -> int:
     """What generation 0 spends: the library (one seed; evolved extras are not counted) and i1 samples."""
     library = 0 if config.library == "none" else 1
@@ -326,7 +407,17 @@ def prompt_id(templates: PromptTemplates, notes: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-METHODS: dict[str, type[Method]] = {
-    method.name: method for method in (Sample, EoH, SampleES, EoHES, Coevo, AgentES)
-}
-"""Every method by its config name; the config's list of valid names is derived from it."""
+METHOD_CLASSES: tuple[type[Method], ...] = (
+    Sample, EoH, SampleES, EoHES, Coevo, AgentES, Skills, AgentCoevo, ESThenSkills
+)
+"""Every method; a name may have one class per workload kind (`coevo`)."""
+
+METHODS: dict[str, type[Method]] = {}
+"""Every method by its config name (the first class of a name); the config's valid names derive from it."""
+for _method in METHOD_CLASSES:
+    METHODS.setdefault(_method.name, _method)
+
+
+def method_class(name: str, workload: str) -> type[Method]:
+    """The class of method `name` on workload kind `workload` (the first of that name if none fits)."""
+    return next((m for m in METHOD_CLASSES if m.name == name and workload in m.workloads), METHODS[name])

@@ -35,7 +35,7 @@ from coevo.operators.ledger import BudgetLedger
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.population import Population, PromptPool, PromptVariant
 from coevo.run.config import ConfigError, RunConfig
-from coevo.run.methods import METHODS, Method
+from coevo.run.methods import Method, method_class
 from coevo.run.store import RunStore, StoreHistory
 from coevo.workload import Evaluation, Generational, Member, Workload
 from tasks import get_task
@@ -60,7 +60,7 @@ class Runner:
             max_new_tokens=config.llm.max_new_tokens, temperature=config.llm.temperature, top_p=config.llm.top_p
         )
         self.operators = self._operators()
-        self.method: Method = METHODS[config.method](config)
+        self.method: Method = method_class(config.method, config.workload.kind)(config)
         self.population = Population(config.population_size)
         self.prompts = PromptPool(config.coevo.prompt_pool, [self.method.initial_prompt()])
         self.rng = np.random.default_rng(config.seed)
@@ -165,14 +165,16 @@ class Runner:
         self._progress()
         return candidates
 
-    def play(self, perturbations: Sequence[Perturbation]) -> list[Evaluation]:
-        """Score weights-only members (no text, perturbation i each) on this generation's instances and
-        charge the budget; members beyond the budget are dropped."""
-        members = [Member("", self._weights_ref(p)) for p in perturbations[: self.budget_left]]
+    def play(
+        self, perturbations: Sequence[Perturbation | None], text: str = "", traces: bool = False
+    ) -> list[Evaluation]:
+        """Score members (`text` under perturbation i each; None: the live weights) on this generation's
+        instances and charge the budget; members beyond the budget are dropped."""
+        members = [Member(text, self._weights_ref(p)) for p in perturbations[: self.budget_left]]
         workload = self.workload
         if isinstance(workload, Generational):
             workload = workload.at_generation(self.generation)
-        evaluations = workload.evaluate(members)
+        evaluations = workload.evaluate(members, traces=traces)
         self.evaluations += len(members)
         self._progress()
         return evaluations
@@ -332,6 +334,7 @@ class Runner:
             "es_step": None if self.engine is None else self.engine.step,
             "weights_sha256": self.weights_sha256(),
             "heldout": self.heldout,
+            "method": self.method.state(),
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -346,6 +349,7 @@ class Runner:
         self.operators = self._operators()
         self.prompts.variants = [PromptVariant.from_dict(v) for v in state["prompts"]]
         self.heldout = state.get("heldout", {})
+        self.method.restore(state.get("method"))
         self.workload.remember(candidate.code for _, candidate in self.store.candidates())
         if self.engine is not None and self.engine.step != state["es_step"]:
             raise RuntimeError(

@@ -22,9 +22,10 @@ def register(app: typer.Typer, fail) -> None:
 
     def loaded(directory: Path):
         from coevo.skills import SkillFormatError, load_library
+        from coevo.skills.pinning import library_dir_of
 
         try:
-            return load_library(directory)
+            return load_library(library_dir_of(directory))
         except SkillFormatError as exc:
             fail(str(exc))
 
@@ -48,7 +49,7 @@ def register(app: typer.Typer, fail) -> None:
 
     @skills_app.command("export")
     def export(
-        library_dir: Annotated[Path, typer.Argument(metavar="LIB", help="A skill library.")],
+        library_dir: Annotated[Path, typer.Argument(metavar="LIB", help="A skill library, or a run directory (its final library).")],
         out: Annotated[Path, typer.Argument(metavar="OUT", help="Where to write its skill folders.")],
     ) -> None:
         """Write LIB's skill folders to OUT; each SKILL.md is byte for byte the one in LIB."""
@@ -60,10 +61,10 @@ def register(app: typer.Typer, fail) -> None:
 
     @skills_app.command("list")
     def list_(
-        library_dir: Annotated[Path, typer.Argument(metavar="LIB", help="A skill library.")],
+        library_dir: Annotated[Path, typer.Argument(metavar="LIB", help="A skill library, or a run directory (its final library).")],
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     ) -> None:
-        """One row per skill: id, kind, credit, uses and the generation it was added in."""
+        """One row per skill: id, kind, credit (mean reward of the members shown it), uses, generation added."""
         rows = [
             {
                 "name": name,

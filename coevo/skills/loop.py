@@ -1,0 +1,123 @@
+"""The skill loop of the agent workload: play with the rendered library, learn edits from failures.
+
+Each generation the members play the generation's episodes with the current library rendered as
+their instruction text; the failed trajectories are analysed into a few edits, and an edit is kept
+only if its lesson recurred in two or more trajectories and the library with it strictly beats the
+library without it on a fixed held-out batch (val episodes under the live weights). Refused edits are
+buffered and shown to the proposer. The `skills`, agent `coevo` and `es-then-skills` methods differ
+only in what weights the members carry and when the loop learns; this module is their shared part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from coevo.skills.credit import credited
+from coevo.skills.dedupe import merge_duplicates
+from coevo.skills.gates import AcceptanceGate, RecurrenceGate, Refusal, RefusedBuffer, admit
+from coevo.skills.library import Library
+from coevo.skills.pinning import (
+    check_pin,
+    export_to_run_dir,
+    library_from_state,
+    library_state,
+    pin,
+    starting_library,
+)
+from coevo.skills.proposer import EditProposer
+from coevo.skills.render import by_credit, render_prompt
+from coevo.workload import Evaluation, Member, Trajectory
+
+if TYPE_CHECKING:
+    from coevo.es.perturbation import Perturbation
+    from coevo.run.runner import Runner
+
+SUCCESS = 1.0
+"""An episode below this reward counts as failed (a success env's reward is 0 or 1)."""
+
+
+@dataclass
+class SkillLoop:
+    library: Library = field(default_factory=Library)
+    pinned: dict[str, str] = field(default_factory=dict)
+    refused: RefusedBuffer = field(default_factory=RefusedBuffer)
+    trajectories: list[tuple[str, Trajectory]] = field(default_factory=list)
+    """Failed trajectories kept for a later distillation (es-then-skills)."""
+
+    def start(self, runner: Runner) -> None:
+        """Generation 0: load the configured library and pin its skills' hashes in the step state."""
+        self.library = starting_library(runner.config.skills.library)
+        self.pinned = pin(self.library)
+        export_to_run_dir(self.library, runner.run_dir)
+
+    def rendered(self, runner: Runner) -> tuple[str, list[str]]:
+        return render_prompt(by_credit(self.library), runner.config.skills.prompt_tokens)
+
+    def play(self, runner: Runner, perturbations: Sequence[Perturbation | None]) -> list[Evaluation]:
+        """The members' evaluations with the library as their text; the shown skills' uses and credit
+        are updated from the rewards."""
+        text, shown = self.rendered(runner)
+        evaluations = runner.play(perturbations, text, traces=True)
+        self.library = credited(self.library.with_uses(shown, runner.generation), shown, evaluations)
+        return evaluations
+
+    def learn(self, runner: Runner, failed: Sequence[tuple[str, Trajectory]]) -> None:
+        """Propose edits from `failed` trajectories, admit the ones the gates pass, export the library."""
+        settings = runner.config.skills
+        sampling = replace(runner.sampling_for_call(), max_new_tokens=settings.answer_tokens)
+        proposer = EditProposer(runner.llm, sampling, settings.analyses, settings.max_edits)
+        edits, calls = proposer.propose(self.library, self.rendered(runner)[0], failed, self.refused)
+        runner.record_text(calls)
+        gates = [RecurrenceGate(settings.min_sources), AcceptanceGate(lambda library: heldout_score(runner, library))]
+        admitted = admit(self.library, edits, gates, self.refused, runner.generation)
+        self.library = merge_duplicates(admitted, runner.generation)
+        export_to_run_dir(self.library, runner.run_dir)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "library": library_state(self.library),
+            "pinned": self.pinned,
+            "refused": [asdict(r) for r in self.refused.refusals],
+            "trajectories": [[source, _trajectory_json(t)] for source, t in self.trajectories],
+        }
+
+    def restore(self, state: dict[str, Any], library_path: str | None) -> None:
+        """Continue from a step state; raises LibraryChanged if the pinned starting library changed."""
+        check_pin(library_path, state["pinned"])
+        self.pinned = state["pinned"]
+        self.library = library_from_state(state["library"])
+        self.refused = RefusedBuffer([Refusal(**r) for r in state["refused"]])
+        self.trajectories = [(source, _trajectory_from_json(t)) for source, t in state["trajectories"]]
+
+
+def failed_trajectories(generation: int, evaluations: Sequence[Evaluation]) -> list[tuple[str, Trajectory]]:
+    """(source id, trajectory) of every failed episode; the id names generation, member and instance."""
+    return [
+        (f"g{generation}/m{index}/{trajectory.instance}", trajectory)
+        for index, evaluation in enumerate(evaluations)
+        for trajectory in evaluation.trajectories or ()
+        if trajectory.reward < SUCCESS
+    ]
+
+
+def heldout_score(runner: Runner, library: Library) -> float:
+    """Mean reward of `library` rendered as the text, under the live weights, on the gate's val batch."""
+    from tasks.agents.splits import verify_split
+
+    settings = runner.config.workload
+    seeds = verify_split(settings.env, "val", settings.agent_horizon)[: runner.config.skills.heldout_episodes]
+    text, _ = render_prompt(by_credit(library), runner.config.skills.prompt_tokens)
+    (evaluation,) = runner.workload.on(seeds, "val").evaluate([Member(text)])
+    return evaluation.reward or 0.0
+
+
+def _trajectory_json(trajectory: Trajectory) -> dict[str, Any]:
+    return asdict(trajectory)
+
+
+def _trajectory_from_json(data: dict[str, Any]) -> Trajectory:
+    from coevo.workload import Turn
+
+    return Trajectory(data["instance"], tuple(Turn(**turn) for turn in data["turns"]), data["reward"])
