@@ -10,6 +10,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from cli_capture import run_cli
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
@@ -20,7 +21,6 @@ from coevo.run.config import load_config
 from coevo.run.store import RunStore
 from coevo.tune.space import load_space
 from coevo.tune.study import StudySetup, open_study, run_study
-from cli_capture import run_cli
 
 BASE = """
 method = "coevo"
@@ -159,3 +159,33 @@ def test_two_worker_processes_share_one_journal_without_losing_trials(tmp_path: 
     assert all(t.state == TrialState.COMPLETE for t in trials)
     assert all(stored_evaluations(t.user_attrs["run_dir"]) == 12 for t in trials)
     assert len({t.user_attrs["run_dir"] for t in trials}) == len(trials)
+
+
+PRUNING_BASE = (
+    BASE.replace('method = "coevo"', 'method = "sample+es"')
+    .replace("budget = 12", "budget = 24")
+    .replace("[eval]", 'sample_batch = 6\nlibrary = "none"\n[eval]')
+)
+
+
+def test_median_pruning_stops_a_trial_that_falls_behind(tmp_path: Path) -> None:
+    """sigma = 10 turns the scripted LLM's members into poor or broken heuristics from generation 1 on."""
+    path = tmp_path / "prune.toml"
+    path.write_text(PRUNING_BASE + "[tune]\nsigma = {low = 1e-4, high = 10.0, log = true}\n")
+    directory = tmp_path / "study"
+    setup = StudySetup(load_space(path), directory, f"journal:{directory / 'j.log'}", "s", "median", startup_trials=2)
+    study = open_study(setup)
+    for sigma in (1e-3, 2e-3, 10.0):
+        study.enqueue_trial({"sigma": sigma})
+    study = run_study(setup, trials=3)
+    good, _, bad = study.trials
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED]
+    assert max(bad.intermediate_values) < max(good.intermediate_values)
+    assert stored_evaluations(bad.user_attrs["run_dir"]) < 24, "the pruned run stopped before its budget"
+
+
+def test_a_trial_left_running_by_a_killed_invocation_is_recorded_failed_on_resume(tmp_path: Path) -> None:
+    setup = setup_for(tmp_path)
+    open_study(setup).ask()  # a worker that died mid-trial
+    study = run_study(setup, trials=2)
+    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.COMPLETE]

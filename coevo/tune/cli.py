@@ -36,10 +36,8 @@ def register(app: typer.Typer, fail) -> None:
         if pruner not in PRUNERS:
             fail(f"unknown pruner {pruner!r}; known: {', '.join(PRUNERS)}")
         try:
-            setup = StudySetup(
-                load_space(config_path), target, storage or f"journal:{target / 'journal.log'}", name, pruner,
-                startup_trials,
-            )
+            space = load_space(config_path)
+            setup = StudySetup(space, target, storage or f"journal:{target / 'journal.log'}", name, pruner, startup_trials)
             open_study(setup)
         except ConfigError as exc:
             fail(str(exc))

@@ -74,6 +74,7 @@ def run_study(setup: StudySetup, trials: int, jobs: int = 1) -> optuna.Study:
 
 def work(setup: StudySetup, trials: int) -> None:
     """One worker: ask for trials until the study holds `trials` of them (all workers count together)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial is ours to print
     study = open_study(setup)
     llm = load_llm(validate(setup.space.base))
     base = BaseWeights(llm)
