@@ -189,3 +189,18 @@ def test_a_trial_left_running_by_a_killed_invocation_is_recorded_failed_on_resum
     open_study(setup).ask()  # a worker that died mid-trial
     study = run_study(setup, trials=2)
     assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.COMPLETE]
+
+
+def test_wilcoxon_pruning_pairs_instances_with_the_best_trial(tmp_path: Path) -> None:
+    pytest.importorskip("scipy", reason="the Wilcoxon pruner needs scipy")
+    path = tmp_path / "prune.toml"
+    path.write_text(PRUNING_BASE.replace("limit = 3", "limit = 8") + "[tune]\nsigma = {low = 1e-4, high = 10.0, log = true}\n")
+    directory = tmp_path / "study"
+    setup = StudySetup(load_space(path), directory, f"journal:{directory / 'j.log'}", "s", "wilcoxon")
+    study = open_study(setup)
+    for sigma in (1e-3, 10.0):
+        study.enqueue_trial({"sigma": sigma})
+    study = run_study(setup, trials=2)
+    good, bad = study.trials
+    assert [good.state, bad.state] == [TrialState.COMPLETE, TrialState.PRUNED]
+    assert len(good.intermediate_values) % 8 == 0 and len(good.intermediate_values) > len(bad.intermediate_values)

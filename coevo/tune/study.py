@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,14 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from coevo.candidate import fitness_of
 from coevo.run.config import ConfigError, validate
 from coevo.run.runner import Runner
 from coevo.run.session import load_llm, start_run
 from coevo.run.store import RunStore
 from coevo.tune.space import TuneSpace
 
-PRUNERS = ("median", "none")
+PRUNERS = ("median", "wilcoxon", "none")
 COUNTED = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 """Trials that count towards `--trials`; enqueued (waiting) ones do not until they start."""
 
@@ -95,7 +97,7 @@ def run_trial(setup: StudySetup, trial: optuna.Trial, llm, base: BaseWeights) ->
         base.reset()
         with start_run(config, run_dir, llm) as runner:
             trial.set_user_attr("start_weights_sha256", runner.weights_sha256())
-            runner.on_generation = _reporter(trial)
+            runner.on_generation = _reporter(trial, setup.pruner == "wilcoxon")
             best = runner.run()
             trial.set_user_attr("end_weights_sha256", runner.weights_sha256())
     except optuna.TrialPruned:
@@ -164,15 +166,26 @@ def _toml_value(value: Any) -> str:
     return repr(value)
 
 
-def _reporter(trial: optuna.Trial):
-    """The runner's `on_generation` hook: report the best search fitness, stop the run if pruned."""
+def _reporter(trial: optuna.Trial, per_instance: bool):
+    """The runner's `on_generation` hook: report, then stop the run if the pruner says so.
+
+    The median pruner gets the best search fitness per generation (step = generation). The Wilcoxon
+    pruner gets the best candidate's per-instance rewards, step = generation x instances + instance,
+    so it pairs the same instance at the same generation with the best trial's.
+    """
 
     def report(current: Runner) -> None:
         if current.best is None:
             return
-        trial.report(current.best.fitness, current.generation - 1)
+        generation = current.generation - 1
+        if per_instance:
+            scores = current.store.per_instance(current.best.key)
+            for index, score in enumerate(scores):
+                trial.report(fitness_of(score, current.workload.sense), generation * len(scores) + index)
+        else:
+            trial.report(current.best.fitness, generation)
         if trial.should_prune():
-            raise optuna.TrialPruned(f"pruned after generation {current.generation - 1}")
+            raise optuna.TrialPruned(f"pruned after generation {generation}")
 
     return report
 
@@ -193,6 +206,14 @@ def _storage(spec: str):
 def _pruner(name: str, startup_trials: int) -> optuna.pruners.BasePruner:
     if name == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=startup_trials)
+    if name == "wilcoxon":
+        try:
+            import scipy  # noqa: F401  (the pruner's test)
+        except ImportError:
+            raise ConfigError("--pruner wilcoxon needs scipy: pip install scipy") from None
+        with warnings.catch_warnings():  # experimental in Optuna, and chosen on purpose here
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.pruners.WilcoxonPruner(p_threshold=0.1)
     if name == "none":
         return optuna.pruners.NopPruner()
     raise ConfigError(f"unknown pruner {name!r}; known: {', '.join(PRUNERS)}")
