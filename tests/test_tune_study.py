@@ -204,3 +204,12 @@ def test_wilcoxon_pruning_pairs_instances_with_the_best_trial(tmp_path: Path) ->
     good, bad = study.trials
     assert [good.state, bad.state] == [TrialState.COMPLETE, TrialState.PRUNED]
     assert len(good.intermediate_values) % 8 == 0 and len(good.intermediate_values) > len(bad.intermediate_values)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [(["--storage", "redis://host/0"], "--storage must be journal:PATH or sqlite:///PATH"), (["--pruner", "hyper"], "unknown pruner 'hyper'")],
+)
+def test_bad_tune_options_fail_with_one_line(tmp_path: Path, capsys, option: list[str], message: str) -> None:
+    code, _, err = run_cli(capsys, "tune", str(write_config(tmp_path)), "--trials", "1", "--dir", str(tmp_path / "d"), *option)
+    assert code == 2 and message in err and err.count("\n") == 1, err
