@@ -182,6 +182,7 @@ def test_median_pruning_stops_a_trial_that_falls_behind(tmp_path: Path) -> None:
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED]
     assert max(bad.intermediate_values) < max(good.intermediate_values)
     assert stored_evaluations(bad.user_attrs["run_dir"]) < 24, "the pruned run stopped before its budget"
+    assert RunStore.open(Path(bad.user_attrs["run_dir"])).meta("status") == "pruned"
 
 
 def test_a_trial_left_running_by_a_killed_invocation_is_recorded_failed_on_resume(tmp_path: Path) -> None:

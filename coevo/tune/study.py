@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import multiprocessing
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from coevo.candidate import fitness_of
 from coevo.run.config import ConfigError, validate
@@ -78,17 +80,23 @@ def work(setup: StudySetup, trials: int) -> None:
     """One worker: ask for trials until the study holds `trials` of them (all workers count together)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial is ours to print
     study = open_study(setup)
-    llm = load_llm(validate(setup.space.base))
+    base_config = validate(setup.space.base)  # no knob changes the model or the budget
+    llm = load_llm(base_config)
     base = BaseWeights(llm)
-    while len(study.get_trials(deepcopy=False, states=COUNTED)) < trials:
-        trial = study.ask()
-        state, value = run_trial(setup, trial, llm, base)
-        study.tell(trial, value, state=state)
-        shown = "" if value is None else f" value {value:.6g}"
-        print(f"trial {trial.number}: {state.name.lower()}{shown} {trial.params}", flush=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bars:
+        while len(study.get_trials(deepcopy=False, states=COUNTED)) < trials:
+            trial = study.ask()
+            bar = bars.add_task(f"trial {trial.number} evals", total=base_config.budget)
+            state, value = run_trial(setup, trial, llm, base, lambda r: bars.update(bar, completed=r.evaluations))
+            bars.remove_task(bar)
+            study.tell(trial, value, state=state)
+            shown = "" if value is None else f" value {value:.6g}"
+            bars.console.print(f"trial {trial.number}: {state.name.lower()}{shown} {trial.params}")
 
 
-def run_trial(setup: StudySetup, trial: optuna.Trial, llm, base: BaseWeights) -> tuple[TrialState, float | None]:
+def run_trial(
+    setup: StudySetup, trial: optuna.Trial, llm, base: BaseWeights, on_progress: Callable[[Runner], None] | None = None
+) -> tuple[TrialState, float | None]:
     """Run one trial's coevo run from the base weights; its state and value for `study.tell`."""
     run_dir = setup.directory / "trials" / f"{trial.number:04d}"
     trial.set_user_attr("run_dir", str(run_dir))
@@ -98,6 +106,7 @@ def run_trial(setup: StudySetup, trial: optuna.Trial, llm, base: BaseWeights) ->
         with start_run(config, run_dir, llm) as runner:
             trial.set_user_attr("start_weights_sha256", runner.weights_sha256())
             runner.on_generation = _reporter(trial, setup.pruner == "wilcoxon")
+            runner.on_progress = on_progress
             best = runner.run()
             trial.set_user_attr("end_weights_sha256", runner.weights_sha256())
     except optuna.TrialPruned:
@@ -185,6 +194,7 @@ def _reporter(trial: optuna.Trial, per_instance: bool):
         else:
             trial.report(current.best.fitness, generation)
         if trial.should_prune():
+            current.store.set_meta("status", "pruned")  # between steps: `coevo runs show` says why it stopped
             raise optuna.TrialPruned(f"pruned after generation {generation}")
 
     return report
