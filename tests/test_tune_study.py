@@ -88,6 +88,8 @@ def stored_evaluations(run_dir: str) -> int:
         ("[tune]\noperators = {choices = [[\"m1\"], [\"x9\"]]}\n", "tune.operators = x9:"),
         ("[tune]\nsigma = {choices = []}\n", "choices must be a non-empty list"),
         ("[tune]\nsigma = {low = 1e-3, high = 1e-2, spread = 2}\n", "a range takes low, high"),
+        ("[tune]\nscope = {low = 1, high = 2}\n", "tune.scope takes choices"),
+        ("[tune]\nprompt_pool = {low = 1, high = 2.5}\n", "tune.prompt_pool is a whole number"),
         ("", "has no [tune] table"),
     ],
 )

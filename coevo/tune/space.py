@@ -18,17 +18,17 @@ import optuna
 
 from coevo.run.config import ConfigError, RunConfig, validate
 
-KNOBS: dict[str, tuple[str, ...]] = {
-    "sigma": ("es", "sigma"),
-    "sigma_final": ("es", "sigma_final"),
-    "alpha": ("es", "alpha"),
-    "population_size": ("population_size",),
-    "scope": ("es", "scope"),
-    "shaping": ("es", "shaping"),
-    "prompt_pool": ("coevo", "prompt_pool"),
-    "operators": ("coevo", "operators"),
+KNOBS: dict[str, tuple[tuple[str, ...], str]] = {
+    "sigma": (("es", "sigma"), "float"),
+    "sigma_final": (("es", "sigma_final"), "float"),
+    "alpha": (("es", "alpha"), "float"),
+    "population_size": (("population_size",), "int"),
+    "scope": (("es", "scope"), "choices"),
+    "shaping": (("es", "shaping"), "choices"),
+    "prompt_pool": (("coevo", "prompt_pool"), "int"),
+    "operators": (("coevo", "operators"), "choices"),
 }
-"""Knob name in `[tune]` -> its key path in the run config."""
+"""Knob name in `[tune]` -> (its key path in the run config, what it ranges over: float, int or choices only)."""
 
 _RANGE_KEYS = {"low", "high", "log", "step"}
 
@@ -47,15 +47,15 @@ class Knob:
 
     @property
     def path(self) -> tuple[str, ...]:
-        return KNOBS[self.name]
+        return KNOBS[self.name][0]
 
     def suggest(self, trial: optuna.Trial) -> Any:
         if self.choices:
             labels = [_label(choice) for choice in self.choices]
             picked = trial.suggest_categorical(self.name, labels)
             return self.choices[labels.index(picked)]
-        if isinstance(self.low, int) and isinstance(self.high, int) and not isinstance(self.step, float):
-            return trial.suggest_int(self.name, self.low, self.high, step=int(self.step or 1), log=self.log)
+        if KNOBS[self.name][1] == "int":
+            return trial.suggest_int(self.name, self.low, self.high, step=self.step or 1, log=self.log)
         return trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)
 
     def extremes(self) -> tuple[Any, ...]:
@@ -130,6 +130,9 @@ def _knob(name: str, spec: Any) -> Knob:
         if len({_label(c) for c in choices}) < len(choices):
             raise ConfigError(f"tune.{name}: choices repeat")
         return Knob(name, choices=tuple(tuple(c) if isinstance(c, list) else c for c in choices))
+    kind = KNOBS[name][1]
+    if kind == "choices":
+        raise ConfigError(f"tune.{name} takes choices = [..], not a range")
     unknown = set(spec) - _RANGE_KEYS
     if unknown or not {"low", "high"} <= set(spec):
         raise ConfigError(f"tune.{name}: a range takes low, high and optionally log, step (got {', '.join(spec)})")
@@ -138,6 +141,8 @@ def _knob(name: str, spec: Any) -> Knob:
         raise ConfigError(f"tune.{name}: needs numbers low < high, got low = {low!r}, high = {high!r}")
     if not isinstance(log, bool) or (log and low <= 0):
         raise ConfigError(f"tune.{name}: log must be true or false, and a log range needs low > 0")
+    if kind == "int" and not all(isinstance(v, int) for v in (low, high, step or 1)):
+        raise ConfigError(f"tune.{name} is a whole number: low, high and step must be integers")
     if step is not None and (log or not isinstance(step, int | float) or step <= 0):
         raise ConfigError(f"tune.{name}: step must be a positive number, and not with log = true")
     return Knob(name, low=low, high=high, log=log, step=step)
