@@ -57,10 +57,10 @@ def write_config(tmp_path: Path, tune: str = TUNE, base: str = BASE) -> Path:
     return path
 
 
-def setup_for(tmp_path: Path, tune: str = TUNE, **changes) -> StudySetup:
+def setup_for(tmp_path: Path, tune: str = TUNE, storage: str | None = None, **changes) -> StudySetup:
     directory = tmp_path / "study"
-    fields = {"pruner": "none", **changes}
-    return StudySetup(load_space(write_config(tmp_path, tune)), directory, f"journal:{directory / 'j.log'}", "s", **fields)
+    storage = storage or f"journal:{directory / 'j.log'}"
+    return StudySetup(load_space(write_config(tmp_path, tune)), directory, storage, "s", **{"pruner": "none", **changes})
 
 
 def cli_study(directory: Path) -> optuna.Study:
@@ -138,7 +138,7 @@ def test_a_crashing_trial_is_recorded_failed_and_the_study_goes_on(tmp_path: Pat
 
 
 def test_resuming_a_study_continues_it(tmp_path: Path) -> None:
-    setup = setup_for(tmp_path)
+    setup = setup_for(tmp_path, storage=f"sqlite:///{tmp_path / 'study.db'}")
     first = run_study(setup, trials=2)
     before = [(t.number, t.params, t.value) for t in first.trials]
     resumed = run_study(setup, trials=3)

@@ -48,6 +48,7 @@ class StudySetup:
 
 def open_study(setup: StudySetup) -> optuna.Study:
     """The study in the setup's storage, created on first use (maximising search fitness)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the workers print one line per trial instead
     return optuna.create_study(
         storage=_storage(setup.storage),
         study_name=setup.name,
@@ -78,7 +79,6 @@ def run_study(setup: StudySetup, trials: int, jobs: int = 1) -> optuna.Study:
 
 def work(setup: StudySetup, trials: int) -> None:
     """One worker: ask for trials until the study holds `trials` of them (all workers count together)."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial is ours to print
     study = open_study(setup)
     base_config = validate(setup.space.base)  # no knob changes the model or the budget
     llm = load_llm(base_config)
