@@ -15,6 +15,7 @@ from coevo.llm.models import register as register_models
 from coevo.llm.serve import register as register_serve
 from coevo.run.cli import register as register_runner
 from coevo.skills.cli import register as register_skills
+from coevo.tune.cli import register as register_tune
 
 app = typer.Typer(
     add_completion=False,
@@ -37,6 +38,7 @@ def _fail(message: str) -> NoReturn:
 
 register_runner(app, _fail)
 register_skills(app, _fail)
+register_tune(app, _fail)
 register_models(app)
 register_serve(app)
 

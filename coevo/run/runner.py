@@ -73,6 +73,8 @@ class Runner:
         """Held-out measurements of an agent run ("before", "after"), carried in the step state."""
         self.on_progress: Callable[[Runner], None] | None = None
         """Called after every batch of evaluations (progress bars)."""
+        self.on_generation: Callable[[Runner], None] | None = None
+        """Called once a generation's last step has committed (tuning reports intermediate values)."""
         self._calls_in_step = 0
         self._exported_updates: int | None = None
         """ES updates this process has mirrored to the JSONL file; None before its first export."""
@@ -135,6 +137,8 @@ class Runner:
             raise
         self.step += 1
         self._export_history()
+        if self.phase == 0 and self.on_generation is not None:
+            self.on_generation(self)
 
     # --- services for methods ----------------------------------------------------------------------
     def propose(

@@ -235,6 +235,15 @@ class RunStore:
         rows = self._db.execute("SELECT step, data FROM candidates ORDER BY id").fetchall()
         return [(step, Candidate.from_dict(json.loads(data))) for step, data in rows]
 
+    def per_instance(self, key: str) -> tuple[float, ...]:
+        """The natural-sign per-instance scores of the last evaluation of the candidate with `key`."""
+        row = self._db.execute(
+            "SELECT e.per_instance FROM evaluations e JOIN candidates c ON c.id = e.candidate"
+            " WHERE c.key = ? ORDER BY e.id DESC LIMIT 1",
+            (key,),
+        ).fetchone()
+        return () if row is None else tuple(json.loads(row[0]))
+
     def trajectories(self) -> list[StoredTrajectory]:
         """Every stored episode with the generation and candidate it belongs to, in the order made."""
         rows = self._db.execute(

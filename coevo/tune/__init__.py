@@ -1,0 +1,1 @@
+"""`coevo tune`: hyperparameter studies over coevo runs with Optuna (search space, study, command)."""

@@ -1,0 +1,152 @@
+"""The `[tune]` table of a config: which run knobs a study searches, and over what.
+
+Each entry names a knob and either a range (`{low, high, log?, step?}`) or a list of `choices`;
+everything else in the file is the base config every trial starts from. The table is checked
+before any trial runs: every range end and every choice is validated as a full run config, so a
+study cannot discover a bad value hours in.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from coevo.run.config import ConfigError, RunConfig, validate
+
+KNOBS: dict[str, tuple[tuple[str, ...], str]] = {
+    "sigma": (("es", "sigma"), "float"),
+    "sigma_final": (("es", "sigma_final"), "float"),
+    "alpha": (("es", "alpha"), "float"),
+    "population_size": (("population_size",), "int"),
+    "scope": (("es", "scope"), "choices"),
+    "shaping": (("es", "shaping"), "choices"),
+    "prompt_pool": (("coevo", "prompt_pool"), "int"),
+    "operators": (("coevo", "operators"), "choices"),
+}
+"""Knob name in `[tune]` -> (its key path in the run config, what it ranges over: float, int or choices only)."""
+
+_RANGE_KEYS = {"low", "high", "log", "step"}
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One searched knob: a numeric range, or categorical choices (lists travel as joined strings,
+    since Optuna's categorical values must be scalars)."""
+
+    name: str
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+    choices: tuple[Any, ...] = ()
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return KNOBS[self.name][0]
+
+    def suggest(self, trial: optuna.Trial) -> Any:
+        if self.choices:
+            labels = [_label(choice) for choice in self.choices]
+            picked = trial.suggest_categorical(self.name, labels)
+            return self.choices[labels.index(picked)]
+        if KNOBS[self.name][1] == "int":
+            return trial.suggest_int(self.name, self.low, self.high, step=self.step or 1, log=self.log)
+        return trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)
+
+    def extremes(self) -> tuple[Any, ...]:
+        return self.choices or (self.low, self.high)
+
+    def value_of(self, param: Any) -> Any:
+        """The config value behind a stored Optuna parameter (a choice's label back to the choice)."""
+        if self.choices:
+            return next(choice for choice in self.choices if _label(choice) == param)
+        return param
+
+
+@dataclass(frozen=True)
+class TuneSpace:
+    """The base config (as TOML data, without `[tune]`) and the knobs searched over it."""
+
+    base: dict[str, Any]
+    knobs: tuple[Knob, ...]
+
+    def suggest(self, trial: optuna.Trial) -> RunConfig:
+        """The trial's config: the base with each knob's suggested value."""
+        return validate(self.with_values({knob.name: knob.suggest(trial) for knob in self.knobs}))
+
+    def with_values(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The base data with `values` (knob name -> config value) set at the knobs' paths."""
+        data = copy.deepcopy(self.base)
+        for knob in self.knobs:
+            if knob.name in values:
+                *sections, key = knob.path
+                node = data
+                for section in sections:
+                    node = node.setdefault(section, {})
+                node[key] = values[knob.name]
+        return data
+
+    def from_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The config data of a finished trial from its Optuna params."""
+        return self.with_values({k.name: k.value_of(params[k.name]) for k in self.knobs if k.name in params})
+
+
+def load_space(path: Path) -> TuneSpace:
+    """Read a config with a `[tune]` table; ConfigError (one line) on any problem in either."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from None
+    table = data.pop("tune", None)
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(f"{path} has no [tune] table naming the knobs to search ({', '.join(KNOBS)})")
+    validate(data)
+    space = TuneSpace(data, tuple(_knob(name, spec) for name, spec in table.items()))
+    for knob in space.knobs:
+        for value in knob.extremes():
+            try:
+                validate(space.with_values({knob.name: value}))
+            except ConfigError as exc:
+                raise ConfigError(f"tune.{knob.name} = {_label(value)}: {exc}") from None
+    return space
+
+
+def _knob(name: str, spec: Any) -> Knob:
+    if name not in KNOBS:
+        raise ConfigError(f"unknown tune knob {name!r}; known: {', '.join(KNOBS)}")
+    if not isinstance(spec, dict):
+        raise ConfigError(f"tune.{name} must be a table: {{low = .., high = ..}} or {{choices = [..]}}")
+    if "choices" in spec:
+        choices = spec["choices"]
+        if set(spec) != {"choices"} or not isinstance(choices, list) or not choices:
+            raise ConfigError(f"tune.{name}: choices must be a non-empty list, alone in its table")
+        if len({_label(c) for c in choices}) < len(choices):
+            raise ConfigError(f"tune.{name}: choices repeat")
+        return Knob(name, choices=tuple(tuple(c) if isinstance(c, list) else c for c in choices))
+    kind = KNOBS[name][1]
+    if kind == "choices":
+        raise ConfigError(f"tune.{name} takes choices = [..], not a range")
+    unknown = set(spec) - _RANGE_KEYS
+    if unknown or not {"low", "high"} <= set(spec):
+        raise ConfigError(f"tune.{name}: a range takes low, high and optionally log, step (got {', '.join(spec)})")
+    low, high, log, step = spec["low"], spec["high"], spec.get("log", False), spec.get("step")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high)) or not low < high:
+        raise ConfigError(f"tune.{name}: needs numbers low < high, got low = {low!r}, high = {high!r}")
+    if not isinstance(log, bool) or (log and low <= 0):
+        raise ConfigError(f"tune.{name}: log must be true or false, and a log range needs low > 0")
+    if kind == "int" and not all(isinstance(v, int) for v in (low, high, step or 1)):
+        raise ConfigError(f"tune.{name} is a whole number: low, high and step must be integers")
+    if step is not None and (log or not isinstance(step, int | float) or step <= 0):
+        raise ConfigError(f"tune.{name}: step must be a positive number, and not with log = true")
+    return Knob(name, low=low, high=high, log=log, step=step)
+
+
+def _label(choice: Any) -> Any:
+    return ",".join(map(str, choice)) if isinstance(choice, list | tuple) else choice
