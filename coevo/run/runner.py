@@ -173,9 +173,13 @@ class Runner:
             raise RuntimeError(f"method {self.config.method} needs the agent workload")
         members = [Member("", self._weights_ref(p)) for p in perturbations[: self.budget_left]]
         evaluations = self.workload.on(self.generation_seeds()).evaluate(members)
-        self.evaluations += len(members)
-        self._progress()
+        self.charge(len(members))
         return evaluations
+
+    def charge(self, evaluations: int) -> None:
+        """Count evaluations a method spent on its own (never past the budget) and report progress."""
+        self.evaluations += min(evaluations, self.budget_left)
+        self._progress()
 
     def generation_seeds(self) -> list[int]:
         """This generation's episodes: a window of `workload.episodes` search seeds that moves on each
