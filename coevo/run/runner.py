@@ -175,13 +175,19 @@ class Runner:
         """Score members (`text` under perturbation i each; None: the live weights) on this generation's
         instances and charge the budget; members beyond the budget are dropped."""
         members = [Member(text, self._weights_ref(p)) for p in perturbations[: self.budget_left]]
-        workload = self.workload
-        if isinstance(workload, Generational):
-            workload = workload.at_generation(self.generation)
-        evaluations = workload.evaluate(members, traces=traces)
-        self.evaluations += len(members)
-        self._progress()
+        evaluations = self.generation_workload().evaluate(members, traces=traces)
+        self.charge(len(members))
         return evaluations
+
+    def generation_workload(self) -> Workload:
+        """The workload over this generation's instances (a generational one moves its window on)."""
+        workload = self.workload
+        return workload.at_generation(self.generation) if isinstance(workload, Generational) else workload
+
+    def charge(self, evaluations: int) -> None:
+        """Count evaluations a method spent on its own (never past the budget) and report progress."""
+        self.evaluations += min(evaluations, self.budget_left)
+        self._progress()
 
     def add_library(self, codes: dict[str, str]) -> list[Candidate]:
         """Evaluate heuristics from the skill library (name -> code) and charge the budget for them."""

@@ -1,0 +1,1 @@
+"""Gradient baselines on the agent workload (the `rl` extra: TRL). Nothing here is imported by `coevo`."""
