@@ -154,7 +154,7 @@ class RunConfig(_Section):
             raise ValueError(f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}")
         if kind == "ahd" and self.task is None:
             raise ValueError("config key 'task' is required")
-        extra = METHOD_CLASSES[self.method].extra
+        extra = method_class(self.method, kind).extra
         if extra is not None and importlib.util.find_spec(extra[0]) is None:
             raise ValueError(f"method {self.method} needs the {extra[1]!r} extra: pip install 'coevo[{extra[1]}]'")
         return self
