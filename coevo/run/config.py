@@ -228,10 +228,14 @@ def validate(data: dict[str, Any]) -> RunConfig:
 
 def load_config(path: Path, assignments: list[str] = ()) -> RunConfig:
     """Read a TOML config and apply `--set` overrides."""
+    return validate(merge_overrides(read_toml(path), list(assignments)))
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A config file's raw table; ConfigError (one line) when it is missing or not TOML."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config {path}: {exc}") from None
-    return validate(merge_overrides(data, list(assignments)))

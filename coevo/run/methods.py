@@ -272,7 +272,17 @@ class Coevo(Method):
             runner.register_prompt(variant)
 
 
-class AgentES(Method):
+class MembersArePopulation:
+    """ES sizing of the agent methods: one generation is `population_size` members, each one evaluation."""
+
+    def es_population(self, config: RunConfig) -> int:
+        return config.population_size
+
+    def planned_updates(self, config: RunConfig) -> int:
+        return math.ceil(config.budget / config.population_size)
+
+
+class AgentES(MembersArePopulation, Method):
     """`es` on an agent's weights alone (REFERENCES section 7): each member plays the generation's
     episodes under its own perturbation, and its mean episode reward is its ES reward."""
 
@@ -286,12 +296,6 @@ class AgentES(Method):
         from coevo.run.heldout import record_heldout
 
         record_heldout(runner, "before")
-
-    def es_population(self, config: RunConfig) -> int:
-        return config.population_size
-
-    def planned_updates(self, config: RunConfig) -> int:
-        return math.ceil(config.budget / config.population_size)
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
         members = runner.engine.ask()
@@ -335,19 +339,13 @@ class Skills(AgentSkills):
         self.skills.learn(runner, failed_trajectories(runner.generation, evaluations))
 
 
-class AgentCoevo(AgentSkills):
+class AgentCoevo(MembersArePopulation, AgentSkills):
     """`coevo` on the agent workload: each generation's members (perturbations, the library as their
     text) give both the ES update and the failed episodes the skill edits are learned from."""
 
     name = "coevo"
     uses_weights = True
     phases = ("joint",)
-
-    def es_population(self, config: RunConfig) -> int:
-        return config.population_size
-
-    def planned_updates(self, config: RunConfig) -> int:
-        return math.ceil(config.budget / config.population_size)
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
         members = runner.engine.ask()

@@ -9,14 +9,13 @@ study cannot discover a bad value hours in.
 from __future__ import annotations
 
 import copy
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
 
-from coevo.run.config import ConfigError, RunConfig, validate
+from coevo.run.config import ConfigError, RunConfig, read_toml, validate
 
 KNOBS: dict[str, tuple[tuple[str, ...], str]] = {
     "sigma": (("es", "sigma"), "float"),
@@ -98,12 +97,7 @@ class TuneSpace:
 
 def load_space(path: Path) -> TuneSpace:
     """Read a config with a `[tune]` table; ConfigError (one line) on any problem in either."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read config {path}: {exc}") from None
+    data = read_toml(path)
     table = data.pop("tune", None)
     if not isinstance(table, dict) or not table:
         raise ConfigError(f"{path} has no [tune] table naming the knobs to search ({', '.join(KNOBS)})")

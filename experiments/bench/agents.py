@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import operator
 import sys
 import time
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from coevo.es.engine import ESConfig, ESEngine
 from coevo.llm.base import AGENT_SAMPLING
 from coevo.llm.hf import HFBackend
 from coevo.workload import Member
-from rounds import alternate, ratio_summary
+from rounds import alternate, ratio_summary, target_line
 from tasks.agents import llm_policy, rollout
 from tasks.agents.splits import split_seeds
 
@@ -37,7 +36,6 @@ TARGETS: dict[str, tuple[str, float]] = {
     "episode_throughput_ratio": (">=", 0.8),
     "es_generation_over_inference": ("<=", 1.10),
 }
-COMPARE: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le}
 ENV, HORIZON = "gridnav", 2
 SIGMA, ALPHA = 1e-3, 5e-4  # the reference's sigma_0 and step size (REFERENCES section 1)
 
@@ -123,22 +121,13 @@ def measure(settings: Settings) -> dict[str, float]:
     }
 
 
-def format_line(name: str, value: float) -> str:
-    line = f"{name:36s} {value:12.4g}"
-    if name in TARGETS:
-        relation, bound = TARGETS[name]
-        verdict = "ok" if COMPARE[relation](value, bound) else "MISSED"
-        line += f"   target {relation} {bound:<5g} {verdict}"
-    return line
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 members x 2 episodes, one round")
     args = parser.parse_args(argv)
     results = measure(Settings.of(args.quick))
-    print(json.dumps(results) if args.json else "\n".join(format_line(k, v) for k, v in results.items()))
+    print(json.dumps(results) if args.json else "\n".join(target_line(k, v, TARGETS) for k, v in results.items()))
     return 0
 
 

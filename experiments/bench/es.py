@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import operator
 import re
 import statistics
 import subprocess
@@ -50,7 +49,7 @@ from transformers import AutoTokenizer
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.es.host import TorchWeightsHost, canonical_parameters
 from coevo.es.lowrank import LowRankHost
-from rounds import alternate, ratio_summary
+from rounds import alternate, ratio_summary, target_line
 from coevo.es.perturbation import Perturbation
 from coevo.llm.hf import load_causal_lm, resolve_model_dir
 
@@ -62,7 +61,6 @@ TARGETS: dict[str, tuple[str, float]] = {
     "mem_es_over_backprop": ("<=", 0.35),
     "drift_inplace_rms": ("<", 0.01),
 }
-COMPARE: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
 
 TOPICS = [
     "sorting a list",
@@ -351,15 +349,6 @@ def run_all(settings: Settings, sections: tuple[str, ...] = SECTIONS) -> Iterato
         yield measure_memory(settings)
 
 
-def format_line(name: str, value: float) -> str:
-    line = f"{name:36s} {value:12.4g}"
-    if name in TARGETS:
-        relation, bound = TARGETS[name]
-        verdict = "ok" if COMPARE[relation](value, bound) else "MISSED"
-        line += f"   target {relation} {bound:<5g} {verdict}"
-    return line
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -375,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     for section in run_all(settings, (args.only,) if args.only else SECTIONS):
         results.update(section)
         if not args.json:
-            print("\n".join(format_line(name, value) for name, value in section.items()), flush=True)
+            print("\n".join(target_line(name, value, TARGETS) for name, value in section.items()), flush=True)
     if args.json:
         print(json.dumps(results))
     return 0

@@ -12,6 +12,7 @@ round, and their range (min, max) shows how much the load moved them.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from statistics import median
 from typing import TypeVar
@@ -38,3 +39,16 @@ def ratio_summary(name: str, numerators: Sequence[float], denominators: Sequence
         raise ValueError("ratio_summary needs one numerator per denominator, at least one round")
     ratios = [n / d for n, d in zip(numerators, denominators, strict=True)]
     return {name: median(ratios), f"{name}_min": min(ratios), f"{name}_max": max(ratios)}
+
+
+COMPARE: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
+
+
+def target_line(name: str, value: float, targets: Mapping[str, tuple[str, float]]) -> str:
+    """One table row: the figure, and its target with a verdict when `targets` names one."""
+    line = f"{name:36s} {value:12.4g}"
+    if name in targets:
+        relation, bound = targets[name]
+        verdict = "ok" if COMPARE[relation](value, bound) else "MISSED"
+        line += f"   target {relation} {bound:<5g} {verdict}"
+    return line
