@@ -93,10 +93,13 @@ class AgentWorkload:
         start = (generation - 1) * self.window
         return self.on(self.seeds[(start + i) % len(self.seeds)] for i in range(self.window))
 
+    def on_split(self, split: str, limit: int | None = None) -> AgentWorkload:
+        """The same workload over a split's verified instances (its first `limit`; None: all of them)."""
+        return self.on(verify_split(self.env, split, self.horizon)[:limit], split)
+
     def heldout_episodes(self) -> list[Episode]:
         """The live weights (no prompt text) on the held-out split's verified instances."""
-        seeds = verify_split(self.env, self.heldout, self.horizon)[: self.heldout_limit]
-        (played,) = self.on(seeds, self.heldout).episodes([Member("")])
+        (played,) = self.on_split(self.heldout, self.heldout_limit).episodes([Member("")])
         return played
 
     def episodes(self, members: Sequence[Member]) -> list[list[Episode]]:

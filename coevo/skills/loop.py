@@ -104,12 +104,9 @@ def failed_trajectories(generation: int, evaluations: Sequence[Evaluation]) -> l
 
 def heldout_score(runner: Runner, library: Library) -> float:
     """Mean reward of `library` rendered as the text, under the live weights, on the gate's val batch."""
-    from tasks.agents.splits import verify_split
-
-    settings = runner.config.workload
-    seeds = verify_split(settings.env, "val", settings.agent_horizon)[: runner.config.skills.heldout_episodes]
     text, _ = render_prompt(by_credit(library), runner.config.skills.prompt_tokens)
-    (evaluation,) = runner.workload.on(seeds, "val").evaluate([Member(text)])
+    gate = runner.workload.on_split("val", runner.config.skills.heldout_episodes)
+    (evaluation,) = gate.evaluate([Member(text)])
     return evaluation.reward or 0.0
 
 
