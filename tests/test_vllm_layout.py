@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from fake_vllm import served_like_vllm
 from tiny_lm import build_tiny_llama
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -15,7 +16,6 @@ from coevo.es.perturbation import Perturbation, Update
 from coevo.llm import vllm as coevo_vllm
 from coevo.llm.vllm import bind_canonical_views, map_canonical_to_served, meta_skeleton
 
-VOCAB_PADDING = 64  # vLLM pads embedding rows to a multiple of this
 LAYER = "model.layers.1"
 
 
@@ -34,33 +34,11 @@ def _tiny_qwen2(vocab_size: int = 50) -> Qwen2ForCausalLM:
     return Qwen2ForCausalLM(config).eval()
 
 
-def _served_like_vllm(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The model's weights as vLLM stores them: q|k|v and gate|up concatenated, vocabulary padded."""
-    params = dict(model.named_parameters())  # tied weights appear once, as in vLLM
-    served: dict[str, torch.Tensor] = {}
-    for name, tensor in params.items():
-        module, leaf = name.rsplit(".", 1)
-        prefix, _, module_name = module.rpartition(".")
-        data = tensor.detach().clone()
-        if module_name in ("q_proj", "gate_proj"):
-            parts = ("q_proj", "k_proj", "v_proj") if module_name == "q_proj" else ("gate_proj", "up_proj")
-            fused = "qkv_proj" if module_name == "q_proj" else "gate_up_proj"
-            served[f"{prefix}.{fused}.{leaf}"] = torch.cat([params[f"{prefix}.{p}.{leaf}"].detach() for p in parts])
-        elif module_name in ("k_proj", "v_proj", "up_proj"):
-            continue
-        elif module_name in ("embed_tokens", "lm_head"):
-            padded_rows = -(-data.shape[0] // VOCAB_PADDING) * VOCAB_PADDING
-            served[name] = torch.cat([data, data.new_zeros(padded_rows - data.shape[0], *data.shape[1:])])
-        else:
-            served[name] = data
-    return served
-
-
 @pytest.mark.parametrize("build", [lambda: build_tiny_llama(50), _tiny_qwen2], ids=["llama", "qwen2"])
 def test_fused_tensors_hold_their_parts_in_order(build) -> None:
     model = build()
     canonical = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    served = {n: tuple(t.shape) for n, t in _served_like_vllm(model).items()}
+    served = {n: tuple(t.shape) for n, t in served_like_vllm(model).items()}
 
     layout = map_canonical_to_served(canonical, served)
 
@@ -78,7 +56,7 @@ def test_fused_tensors_hold_their_parts_in_order(build) -> None:
 
 def test_fused_noise_is_the_concatenated_canonical_noise() -> None:
     model = _tiny_qwen2()
-    served = {n: torch.zeros_like(t) for n, t in _served_like_vllm(model).items()}
+    served = {n: torch.zeros_like(t) for n, t in served_like_vllm(model).items()}
     host = TorchWeightsHost(bind_canonical_views(meta_skeleton(model.config), served))
     seed = 12345
 
@@ -98,7 +76,7 @@ def test_fused_noise_is_the_concatenated_canonical_noise() -> None:
 
 def test_served_weights_move_exactly_like_the_transformers_model() -> None:
     model = build_tiny_llama(50).to(torch.bfloat16)  # tied embeddings; bf16 as vLLM serves it
-    served = _served_like_vllm(model)
+    served = served_like_vllm(model)
     original = {n: t.clone() for n, t in served.items()}
     reference = TorchWeightsHost(model)
     host = TorchWeightsHost(bind_canonical_views(meta_skeleton(model.config), served))
@@ -107,7 +85,7 @@ def test_served_weights_move_exactly_like_the_transformers_model() -> None:
 
     assert host.parameter_names == reference.parameter_names
     with host.perturbed(perturbation), reference.perturbed(perturbation):
-        perturbed = _served_like_vllm(model)
+        perturbed = served_like_vllm(model)
         for name, tensor in served.items():
             assert torch.equal(tensor[: perturbed[name].shape[0]], perturbed[name]), name
             assert not torch.equal(tensor, original[name]), name
@@ -122,7 +100,7 @@ def test_served_weights_move_exactly_like_the_transformers_model() -> None:
 def test_a_tensor_of_the_wrong_size_is_a_one_line_error() -> None:
     model = build_tiny_llama(50)
     canonical = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    served = {n: tuple(t.shape) for n, t in _served_like_vllm(model).items()}
+    served = {n: tuple(t.shape) for n, t in served_like_vllm(model).items()}
     fused = f"{LAYER}.self_attn.qkv_proj.weight"
     served[fused] = (served[fused][0] // 2, served[fused][1])  # a tensor-parallel shard
 
@@ -134,7 +112,7 @@ def test_a_tensor_of_the_wrong_size_is_a_one_line_error() -> None:
 def test_a_parameter_vllm_does_not_hold_is_an_error() -> None:
     model = build_tiny_llama(50)
     canonical = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    served = {n: tuple(t.shape) for n, t in _served_like_vllm(model).items() if not n.endswith("norm.weight")}
+    served = {n: tuple(t.shape) for n, t in served_like_vllm(model).items() if not n.endswith("norm.weight")}
 
     with pytest.raises(ValueError, match="have no vLLM tensor"):
         map_canonical_to_served(canonical, served)

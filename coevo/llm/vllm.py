@@ -1,4 +1,4 @@
-"""vLLM backend (extra `coevo[vllm]`, CUDA only): fast generation on weights that ES perturbs in the workers.
+"""vLLM backend (extra `coevo[vllm]`): fast generation on weights that ES perturbs inside the engine's workers.
 
 vLLM fuses projections (`qkv_proj` = q|k|v and `gate_up_proj` = gate|up, concatenated on dim 0) and
 pads the vocabulary, while ES noise is keyed by transformers' canonical names (coevo.es.noise). Each
@@ -6,11 +6,14 @@ worker therefore builds a meta-device transformers skeleton of the model and re-
 canonical parameter at its slice of vLLM's tensors; the ordinary `TorchWeightsHost` then perturbs,
 restores and updates those views, so vLLM's weights move exactly as the transformers model would
 under the same seed (fp32 master, exact restore). The driver reaches the workers via
-`collective_rpc`, sending only seeds and numbers. Prefix caching is off: a cached KV block computed
-under other weights would silently mix them into a reward.
+`collective_rpc`, sending only seeds and numbers; a host over several engines sends the same seeds
+to every one of them, which replays each step locally instead of broadcasting weights (on CPU there is
+no NCCL to broadcast with). Prefix caching is off: a cached KV block computed under other weights
+would silently mix them into a reward.
 
-Only the layout mapping runs without vLLM (it is tested on CPU). Tensor parallelism is not supported:
-a sharded row-parallel weight is not one contiguous run of canonical elements.
+Nothing here imports vLLM until a backend is loaded, so the layout mapping and the worker extension
+are tested without it. Tensor parallelism is not supported: a sharded row-parallel weight is not one
+contiguous run of canonical elements.
 """
 
 from __future__ import annotations
@@ -140,6 +143,12 @@ def _fingerprint(named: Sequence[tuple[str, torch.Tensor]], label: str) -> str:
     return f"{label}:{digest.hexdigest()[:16]}"
 
 
+def _synchronize() -> None:
+    """Wait for queued GPU kernels, so an RPC returns once the weights have moved (no-op on CPU)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        _synchronize()
+
+
 class CoevoWorkerExtension:
     """Mixed into every vLLM worker (`worker_extension_cls`); its methods are called by `collective_rpc`.
 
@@ -160,17 +169,17 @@ class CoevoWorkerExtension:
 
     def coevo_perturb(self, seed: int, sigma: float, sign: int) -> None:
         self._coevo_host.perturb(Perturbation(seed, sigma, sign))
-        torch.cuda.synchronize()
+        _synchronize()
 
     def coevo_restore(self) -> None:
         self._coevo_host.restore()
-        torch.cuda.synchronize()
+        _synchronize()
 
     def coevo_apply_update(
         self, seeds: list[int], coeffs: list[float], alpha: float, optimizer: dict[str, Any]
     ) -> None:
         self._coevo_host.apply_update(Update(tuple(seeds), tuple(coeffs), alpha, OptimizerConfig(**optimizer)))
-        torch.cuda.synchronize()
+        _synchronize()
 
     def coevo_weights_sha256(self) -> str:
         return self._coevo_host.weights_sha256()
@@ -183,51 +192,69 @@ class CoevoWorkerExtension:
         return {n: float(p.detach().double().sum()) for n, p in self._coevo_host.module.named_parameters()}
 
 
-def _on_worker(engine: Any, method: str, *args: Any) -> Any:
-    """Run a `CoevoWorkerExtension` method in the (single) worker and return its result."""
-    (result,) = engine.collective_rpc(method, args=args)
-    return result
+def _on_workers(engines: Sequence[Any], method: str, *args: Any) -> list[Any]:
+    """Run a `CoevoWorkerExtension` method in every worker of every engine; their results in order."""
+    return [result for engine in engines for result in engine.collective_rpc(method, args=args)]
+
+
+def _agreed(results: Sequence[Any], what: str) -> Any:
+    """The one value every worker returned; a replica that diverged is an error, never averaged away."""
+    if any(result != results[0] for result in results[1:]):
+        raise RuntimeError(f"vLLM workers disagree on {what}: {sorted(set(map(str, results)))}")
+    return results[0]
 
 
 class VLLMWeightsHost(PerturbedContext):
-    """The `WeightsHost` of a `VLLMBackend`: sends seeds and numbers to the worker, which moves the weights."""
+    """The `WeightsHost` of vLLM engines: sends seeds and numbers to every worker, which moves its weights.
+
+    With several engines (replicas) each one replays every perturbation and update from the seeds, so
+    they stay bit-identical without a weight broadcast; reads check that they do.
+    """
 
     noise_version = NOISE_VERSION
 
-    def __init__(self, engine: Any, scope: str) -> None:
-        self.engine = engine
+    def __init__(self, engines: Sequence[Any], scope: str) -> None:
+        if not engines:
+            raise ValueError("a vLLM weights host needs at least one engine")
+        self.engines = list(engines)
         self.scope = scope
-        self.num_evolved: int = _on_worker(engine, "coevo_attach", scope)
+        self.num_evolved: int = _agreed(_on_workers(self.engines, "coevo_attach", scope), "the evolved weights")
         self._active: Perturbation | None = None
 
     def perturb(self, perturbation: Perturbation) -> None:
         if self._active is not None:
             raise RuntimeError(f"already perturbed by {self._active}; call restore() first")
-        _on_worker(self.engine, "coevo_perturb", perturbation.seed, perturbation.sigma, perturbation.sign)
+        _on_workers(self.engines, "coevo_perturb", perturbation.seed, perturbation.sigma, perturbation.sign)
         self._active = perturbation
 
     def restore(self) -> None:
         if self._active is None:
             raise RuntimeError("restore() without an active perturbation")
-        _on_worker(self.engine, "coevo_restore")
+        _on_workers(self.engines, "coevo_restore")
         self._active = None
 
     def apply_update(self, update: Update) -> None:
         if self._active is not None:
             raise RuntimeError(f"apply_update() while perturbed by {self._active}; call restore() first")
         optimizer = update.optimizer.model_dump()
-        _on_worker(self.engine, "coevo_apply_update", list(update.seeds), list(update.coeffs), update.alpha, optimizer)
+        _on_workers(
+            self.engines, "coevo_apply_update", list(update.seeds), list(update.coeffs), update.alpha, optimizer
+        )
 
     def weights_sha256(self) -> str:
-        return _on_worker(self.engine, "coevo_weights_sha256")
+        return _agreed(_on_workers(self.engines, "coevo_weights_sha256"), "the weights hash")
+
+    def fingerprint(self, label: str) -> str:
+        """A cheap digest of the live weights (the backend's `weights_id`), equal on every replica."""
+        return _agreed(_on_workers(self.engines, "coevo_fingerprint", label), "the weights fingerprint")
 
     def canonical_sums(self) -> dict[str, float]:
         """Per canonical parameter, the sum of its live values (for comparing with a transformers model)."""
-        return _on_worker(self.engine, "coevo_sums")
+        return _on_workers(self.engines[:1], "coevo_sums")[0]
 
 
 class VLLMBackend:
-    """The `LLM` over an in-process `vllm.LLM` (one GPU, prefix caching off); `host` is its `WeightsHost`.
+    """The `LLM` over an in-process `vllm.LLM` (one device, prefix caching off); `host` is its `WeightsHost`.
 
     `weights_id` is read from the live weights in the worker on every call, like the transformers
     backend's, so no cache can serve text from other weights.
@@ -239,7 +266,7 @@ class VLLMBackend:
         try:
             import vllm
         except ImportError:
-            raise ImportError("the vLLM backend needs vLLM on a CUDA machine: pip install 'coevo[vllm]'") from None
+            raise ImportError("the vLLM backend needs vLLM: pip install 'coevo[vllm]'") from None
         if engine_options.get("tensor_parallel_size", 1) != 1:
             raise ValueError("the vLLM backend supports tensor_parallel_size=1 only")
         if engine_options.get("enable_prefix_caching"):
@@ -248,7 +275,7 @@ class VLLMBackend:
             model=model, enable_prefix_caching=False, worker_extension_cls=_EXTENSION, **engine_options
         )
         self.name = name or Path(model).name
-        self.host = VLLMWeightsHost(self.engine, scope)
+        self.host = VLLMWeightsHost([self.engine], scope)
 
     def weights_host(self, scope: str, rank: int = 0) -> VLLMWeightsHost:
         """The worker-side host (`WeightsBackend`): full-rank members over the scope the engine loaded."""
@@ -260,7 +287,7 @@ class VLLMBackend:
 
     @property
     def weights_id(self) -> str:
-        return _on_worker(self.engine, "coevo_fingerprint", self.name)
+        return self.host.fingerprint(self.name)
 
     def generate(self, requests: Sequence[Sequence[Message]], sampling: SamplingParams) -> list[Completion]:
         """One completion per conversation; request i uses seed `sampling.seed_for(i)` as everywhere."""

@@ -51,6 +51,24 @@ class LLMSettings(_Section):
     top_p: float = Field(0.95, gt=0, le=1)
     api_base: str | None = Field(None, description="an OpenAI-compatible server; prompt-only")
     max_batch_size: int = Field(16, ge=1)
+    backend: Literal["transformers", "vllm"] = Field(
+        "transformers", description="engine of a local model; vllm also perturbs and updates inside vLLM's workers"
+    )
+    engine_options: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="extra vllm.LLM options (dtype, gpu_memory_utilization, ...); vllm only"
+    )
+
+    @model_validator(mode="after")
+    def _backend_fits(self) -> LLMSettings:
+        if self.backend != "vllm":
+            if self.engine_options:
+                raise ValueError("llm.engine_options apply to llm.backend = 'vllm' only")
+            return self
+        if self.api_base is not None:
+            raise ValueError("llm.backend = 'vllm' runs a local model; drop llm.api_base")
+        if importlib.util.find_spec("vllm") is None:
+            raise ValueError("llm.backend = 'vllm' needs the 'vllm' extra: pip install 'coevo[vllm]'")
+        return self
 
 
 class EvalSettings(_Section):
@@ -166,6 +184,8 @@ class RunConfig(_Section):
                 f"method {self.method} evolves weights, but llm.api_base names a prompt-only server; "
                 "use a local model or a prompt-only method (sample, eoh)"
             )
+        if self.es.rank and self.llm.backend == "vllm":
+            raise ValueError("the vLLM backend evolves full-rank members only: set es.rank = 0")
         if self.es.rank and self.es.scope == "full":
             raise ValueError("low-rank ES (es.rank > 0) evolves linear weights only: set es.scope = 'all_linear'")
         return self

@@ -20,7 +20,10 @@ _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 def load_llm(config: RunConfig) -> LLM:
-    """The backend for `config.model`: an OpenAI-compatible server, a `module:factory`, or a local model."""
+    """The backend for `config.model`: an OpenAI-compatible server, a `module:factory`, or a local model
+    (in transformers, or in vLLM where `llm.backend` says so)."""
+    if config.llm.backend == "vllm":
+        return _load_vllm(config)
     if config.llm.api_base is not None:
         from coevo.llm.openai_compat import OpenAICompatLLM
 
@@ -39,6 +42,24 @@ def load_llm(config: RunConfig) -> LLM:
         return HFBackend.load(config.model, max_batch_size=config.llm.max_batch_size)
     except ModelNotFoundError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _load_vllm(config: RunConfig) -> LLM:
+    """A vLLM engine over the model's local directory (an embedded model is converted once, as for
+    transformers), loaded with the scope the ES methods evolve and the run's seed."""
+    from coevo.llm.embedded import ModelNotFoundError
+    from coevo.llm.hf import resolve_model_dir
+    from coevo.llm.vllm import VLLMBackend
+
+    try:
+        model_dir = resolve_model_dir(config.model)
+    except ModelNotFoundError as exc:
+        raise ConfigError(str(exc)) from None
+    options = {"seed": config.seed, "max_num_seqs": config.llm.max_batch_size, **config.llm.engine_options}
+    try:
+        return VLLMBackend(str(model_dir), scope=config.es.scope, name=config.model, **options)
+    except ValueError as exc:
+        raise ConfigError(f"llm.backend = 'vllm': {str(exc).splitlines()[0]}") from None
 
 
 def default_run_dir(config: RunConfig) -> Path:
