@@ -146,13 +146,55 @@ def _fingerprint(named: Sequence[tuple[str, torch.Tensor]], label: str) -> str:
 def _synchronize() -> None:
     """Wait for queued GPU kernels, so an RPC returns once the weights have moved (no-op on CPU)."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        _synchronize()
+        torch.cuda.synchronize()
+
+
+def prepacked_modules(model: nn.Module) -> list[nn.Module]:
+    """Modules whose matmul reads a packed copy of the weight (vLLM on CPU sets `cpu_linear` on them)."""
+    return [module for module in model.modules() if hasattr(module, "cpu_linear")]
+
+
+def rematerialize_dropped_weights(
+    model: nn.Module, canonical_shapes: Mapping[str, Sequence[int]], packed: Mapping[str, tuple[str, ...]]
+) -> list[str]:
+    """Give back a dense weight tensor to each prepacked module whose weight vLLM dropped after packing.
+
+    vLLM on CPU keeps only the packed copy of a linear layer (its `weight` becomes an empty tensor), so
+    there is nothing to perturb in place. The tensor allocated here has the served shape (the module's
+    canonical parts stacked on dim 0); the caller fills it from the checkpoint and repacks after every
+    change. Returns the names of the weights allocated.
+    """
+    allocated = []
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if not hasattr(module, "cpu_linear") or weight is None or weight.numel():
+            continue
+        parts = [canonical_shapes[part] for part in _parts_of(f"{name}.weight", packed) if part in canonical_shapes]
+        if not parts:
+            raise ValueError(f"vLLM dropped the packed weight of {name}, which the model does not have")
+        shape = (sum(part[0] for part in parts), *parts[0][1:])
+        module.weight = nn.Parameter(torch.empty(shape, dtype=weight.dtype, device=weight.device), requires_grad=False)
+        allocated.append(f"{name}.weight")
+    return allocated
+
+
+def _load_checkpoint_into(canonical: nn.Module, model_dir: str) -> None:
+    """Copy the checkpoint's weights into the canonical views (which write through to vLLM's tensors)."""
+    from transformers import AutoModelForCausalLM
+
+    dtype = next(canonical.parameters()).dtype
+    source = dict(AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).named_parameters())
+    with torch.no_grad():
+        for name, param in canonical.named_parameters():
+            param.copy_(source[name])
 
 
 class CoevoWorkerExtension:
     """Mixed into every vLLM worker (`worker_extension_cls`); its methods are called by `collective_rpc`.
 
-    Arguments are plain numbers and lists, which every vLLM executor can serialise.
+    Arguments are plain numbers and lists, which every vLLM executor can serialise. On CPU, vLLM
+    multiplies by packed copies of the weights, so after every change the packed copies are rebuilt
+    from the weights the host moved (`_coevo_publish`).
     """
 
     def coevo_attach(self, scope: str) -> int:
@@ -163,22 +205,37 @@ class CoevoWorkerExtension:
         declared = getattr(model, "packed_modules_mapping", {})  # vLLM's own list, where the model has one
         packed = {fused: tuple(parts) for fused, parts in {**PACKED_MODULES, **declared}.items()}
         skeleton = meta_skeleton(self.model_config.hf_config)
+        shapes = {n: tuple(p.shape) for n, p in skeleton.named_parameters()}
+        dropped = rematerialize_dropped_weights(model, shapes, packed)
         canonical = bind_canonical_views(skeleton, dict(model.named_parameters()), packed)
+        if dropped:
+            _load_checkpoint_into(canonical, self.model_config.model)
+        self._coevo_prepacked = prepacked_modules(model)
         self._coevo_host = TorchWeightsHost(canonical, scope=scope)
+        self._coevo_publish()
         return self._coevo_host.num_evolved
 
     def coevo_perturb(self, seed: int, sigma: float, sign: int) -> None:
         self._coevo_host.perturb(Perturbation(seed, sigma, sign))
-        _synchronize()
+        self._coevo_publish()
 
     def coevo_restore(self) -> None:
         self._coevo_host.restore()
-        _synchronize()
+        self._coevo_publish()
 
     def coevo_apply_update(
         self, seeds: list[int], coeffs: list[float], alpha: float, optimizer: dict[str, Any]
     ) -> None:
         self._coevo_host.apply_update(Update(tuple(seeds), tuple(coeffs), alpha, OptimizerConfig(**optimizer)))
+        self._coevo_publish()
+
+    def _coevo_publish(self) -> None:
+        """Make the forward pass see the weights as they are now: repack on CPU, sync on GPU."""
+        if self._coevo_prepacked:
+            from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+            for module in self._coevo_prepacked:
+                dispatch_cpu_unquantized_gemm(module, remove_weight=False)
         _synchronize()
 
     def coevo_weights_sha256(self) -> str:
