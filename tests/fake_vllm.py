@@ -24,7 +24,10 @@ from scripted_llm import ScriptedLLM
 from transformers import AutoConfig, AutoModelForCausalLM
 
 VOCAB_PADDING = 64  # vLLM pads embedding rows to a multiple of this
-FUSED = {"q_proj": ("qkv_proj", ("q_proj", "k_proj", "v_proj")), "gate_proj": ("gate_up_proj", ("gate_proj", "up_proj"))}
+FUSED = {
+    "q_proj": ("qkv_proj", ("q_proj", "k_proj", "v_proj")),
+    "gate_proj": ("gate_up_proj", ("gate_proj", "up_proj")),
+}
 
 
 def served_like_vllm(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -84,17 +87,41 @@ def _module_holding(tensors: dict[str, torch.Tensor]) -> torch.nn.Module:
     return root
 
 
-class FakeWorkerBase:
-    """What the worker extension relies on in a vLLM worker: `get_model()` and `model_config.hf_config`."""
+def dispatch_cpu_unquantized_gemm(layer: torch.nn.Module, remove_weight: bool) -> None:
+    """vLLM's CPU GEMM dispatch as it behaves: the matmul reads a packed copy taken now; the weight
+    itself may be dropped (an empty tensor)."""
+    layer.cpu_linear = layer.weight.detach().clone()
+    if remove_weight:
+        layer.weight = torch.nn.Parameter(torch.empty(0, dtype=layer.weight.dtype), requires_grad=False)
 
-    def __init__(self, model_dir: str) -> None:
-        self.model_config = types.SimpleNamespace(hf_config=AutoConfig.from_pretrained(model_dir))
+
+class FakeWorkerBase:
+    """What the worker extension relies on in a vLLM worker: `get_model()` and `model_config`.
+
+    With `prepack` the worker behaves as vLLM on CPU: every linear layer keeps only a packed copy of its
+    weight, which the forward pass reads (`served_for_forward`).
+    """
+
+    def __init__(self, model_dir: str, prepack: bool) -> None:
+        self.model_config = types.SimpleNamespace(hf_config=AutoConfig.from_pretrained(model_dir), model=model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-        self.served = served_like_vllm(model)
-        self._model = _module_holding(self.served)
+        self._model = _module_holding(served_like_vllm(model))
+        if prepack:
+            for name, module in self._model.named_modules():
+                if name.endswith("_proj"):
+                    dispatch_cpu_unquantized_gemm(module, remove_weight=True)
 
     def get_model(self) -> torch.nn.Module:
         return self._model
+
+    def served_for_forward(self) -> dict[str, torch.Tensor]:
+        """The tensors the forward pass multiplies by: the packed copy where a layer has one."""
+        served = {}
+        for name, module in self._model.named_modules():
+            for leaf, tensor in module.named_parameters(recurse=False):
+                pack = getattr(module, "cpu_linear", None)
+                served[f"{name}.{leaf}"] = pack if pack is not None and leaf == "weight" else tensor.detach()
+        return served
 
 
 @dataclass
@@ -111,10 +138,13 @@ class FakeEngine:
 
     created: list[FakeEngine] = []
 
+    prepack = False
+    """Behave as vLLM on CPU (see `FakeWorkerBase`); tests set it with the CPU platform."""
+
     def __init__(self, model: str, *, worker_extension_cls: str, enable_prefix_caching: bool, **options: Any) -> None:
         module_name, _, class_name = worker_extension_cls.rpartition(".")
         extension = getattr(importlib.import_module(module_name), class_name)
-        self.worker = type("Worker", (FakeWorkerBase, extension), {})(model)
+        self.worker = type("Worker", (FakeWorkerBase, extension), {})(model, self.prepack)
         self.options = {"enable_prefix_caching": enable_prefix_caching, **options}
         self.reference = AutoModelForCausalLM.from_config(self.worker.model_config.hf_config).eval()
         self.weights_seen: list[str] = []
@@ -124,13 +154,15 @@ class FakeEngine:
         return [getattr(self.worker, method)(*args, **(kwargs or {}))]
 
     def served_digest(self) -> str:
+        """A digest of the weights the forward pass uses."""
         digest = hashlib.sha256()
-        for name, tensor in self.worker.served.items():
+        for name, tensor in self.worker.served_for_forward().items():
             digest.update(name.encode() + tensor.numpy().tobytes())
         return digest.hexdigest()[:16]
 
     def chat(self, conversations: Sequence[Sequence[dict]], params: Sequence[FakeSamplingParams], use_tqdm: bool = True):
-        self.reference.load_state_dict(unfused_state(self.worker.served, self.reference.config), strict=False)
+        served = self.worker.served_for_forward()
+        self.reference.load_state_dict(unfused_state(served, self.reference.config), strict=False)
         self.reference.tie_weights()
         outputs = []
         for messages, sampling in zip(conversations, params):
@@ -141,15 +173,22 @@ class FakeEngine:
                 logits = self.reference(tokens).logits[0, -1].numpy()
             answer = ScriptedLLM._answer(messages, np.tanh(logits[:2] * 20.0))
             self.weights_seen.append(self.served_digest())
-            completion = types.SimpleNamespace(text=answer.text, token_ids=[0] * answer.completion_tokens, finish_reason="stop")
+            completion = types.SimpleNamespace(
+                text=answer.text, token_ids=[0] * answer.completion_tokens, finish_reason="stop"
+            )
             outputs.append(types.SimpleNamespace(prompt_token_ids=[0] * answer.prompt_tokens, outputs=[completion]))
         return outputs
 
 
-def fake_vllm_module() -> types.ModuleType:
-    """A module to put in sys.modules["vllm"]: findable by importlib.util.find_spec, with LLM and SamplingParams."""
+def fake_vllm_modules(cpu: bool) -> dict[str, types.ModuleType]:
+    """Modules to put in sys.modules: `vllm` (findable by importlib.util.find_spec, with LLM and
+    SamplingParams), `vllm.platforms` (a CPU or a GPU platform) and the CPU GEMM dispatch."""
     module = types.ModuleType("vllm")
     module.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
     module.LLM = FakeEngine
     module.SamplingParams = FakeSamplingParams
-    return module
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = types.SimpleNamespace(is_cpu=lambda: cpu)
+    layers = types.ModuleType("vllm.model_executor.layers.utils")
+    layers.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
+    return {"vllm": module, "vllm.platforms": platforms, "vllm.model_executor.layers.utils": layers}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from cli_capture import run_cli
-from fake_vllm import FakeEngine, fake_vllm_module
+from fake_vllm import FakeEngine, fake_vllm_modules, unfused_state
 from tiny_lm import build_tiny_llama
 from transformers import AutoModelForCausalLM
 
@@ -31,10 +31,15 @@ from coevo.run.store import RunStore
 VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
 
 
-@pytest.fixture
-def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "vllm", fake_vllm_module())
+@pytest.fixture(params=["gpu", "cpu"])
+def fake_vllm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fake vLLM on a GPU platform, or on CPU, where linear layers keep only packed weights."""
+    cpu = request.param == "cpu"
+    for name, module in fake_vllm_modules(cpu).items():
+        monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(FakeEngine, "created", [])
+    monkeypatch.setattr(FakeEngine, "prepack", cpu)
+    return request.param
 
 
 @pytest.fixture
@@ -60,13 +65,14 @@ def _config(model_dir: Path, **changes) -> dict:
 
 
 def test_a_vllm_run_moves_the_engines_weights_and_replays_to_their_hash(
-    tmp_path: Path, fake_vllm: None, model_dir: Path
+    tmp_path: Path, fake_vllm: str, model_dir: Path
 ) -> None:
     runner = start_run(validate(_config(model_dir)), tmp_path / "run")
     (engine,) = FakeEngine.created
     base = engine.served_digest()
     assert isinstance(runner.host, VLLMWeightsHost) and runner.host.engines == [engine]
     assert engine.options["enable_prefix_caching"] is False and engine.options["seed"] == 5
+    assert engine.options.get("enforce_eager") is (True if fake_vllm == "cpu" else None)
 
     runner.run()
 
@@ -77,9 +83,12 @@ def test_a_vllm_run_moves_the_engines_weights_and_replays_to_their_hash(
     assert len(members) >= 4, "members generated under their own perturbed weights"
     fresh = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     assert replay(fresh, records).weights_sha256() == runner.host.weights_sha256()
+    computed_with = unfused_state(engine.worker.served_for_forward(), fresh.config)
+    for name, param in fresh.named_parameters():
+        assert torch.equal(computed_with[name], param.detach()), f"the engine multiplies by a stale {name}"
 
 
-def test_every_replica_replays_the_same_seeds(fake_vllm: None, model_dir: Path) -> None:
+def test_every_replica_replays_the_same_seeds(fake_vllm: str, model_dir: Path) -> None:
     extension = "coevo.llm.vllm.CoevoWorkerExtension"
     engines = [FakeEngine(str(model_dir), worker_extension_cls=extension, enable_prefix_caching=False) for _ in "ab"]
     host = VLLMWeightsHost(engines, scope="all_linear")
@@ -95,12 +104,12 @@ def test_every_replica_replays_the_same_seeds(fake_vllm: None, model_dir: Path) 
     reference.apply_update(update)
     assert host.weights_sha256() == reference.weights_sha256() != base
 
-    engines[1].worker.served["model.norm.weight"].add_(1.0)  # a replica that drifted
+    engines[1].worker.get_model().model.norm.weight.data.add_(1.0)  # a replica that drifted
     with pytest.raises(RuntimeError, match="disagree on the weights hash"):
         host.weights_sha256()
 
 
-def test_the_backend_refuses_what_the_engine_cannot_evolve(fake_vllm: None, model_dir: Path) -> None:
+def test_the_backend_refuses_what_the_engine_cannot_evolve(fake_vllm: str, model_dir: Path) -> None:
     backend = VLLMBackend(str(model_dir), scope="all_linear")
     assert backend.weights_host("all_linear") is backend.host
     with pytest.raises(ValueError, match="full-rank members only"):
@@ -120,7 +129,7 @@ def test_the_backend_refuses_what_the_engine_cannot_evolve(fake_vllm: None, mode
     ],
 )
 def test_vllm_settings_that_cannot_run_are_config_errors(
-    fake_vllm: None, model_dir: Path, changes: dict, message: str
+    fake_vllm: str, model_dir: Path, changes: dict, message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         validate(_config(model_dir, **changes))

@@ -328,6 +328,14 @@ class VLLMBackend:
             raise ValueError("the vLLM backend supports tensor_parallel_size=1 only")
         if engine_options.get("enable_prefix_caching"):
             raise ValueError("prefix caching would reuse KV blocks computed under other weights; leave it off")
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():
+            # A compiled CPU graph may keep the packed weights it was traced with; eager mode reads the
+            # packs the worker extension rebuilds after every change.
+            if engine_options.get("enforce_eager") is False:
+                raise ValueError("on CPU the vLLM backend needs enforce_eager=True (compiled graphs keep stale packs)")
+            engine_options["enforce_eager"] = True
         self.engine = vllm.LLM(
             model=model, enable_prefix_caching=False, worker_extension_cls=_EXTENSION, **engine_options
         )
