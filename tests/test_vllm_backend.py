@@ -8,6 +8,7 @@ tensors. The real engine is checked by experiments/bench/vllm_check.py (`make vl
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,8 @@ def fake_vllm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(FakeEngine, "created", [])
     monkeypatch.setattr(FakeEngine, "prepack", cpu)
+    for variable in ("VLLM_LOGGING_LEVEL", "VLLM_CPU_KVCACHE_SPACE"):  # the backend's defaults, undone after
+        monkeypatch.setenv(variable, os.environ.get(variable, "unset-by-test"))
     return request.param
 
 

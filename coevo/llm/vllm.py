@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -320,6 +321,7 @@ class VLLMBackend:
     supports_weights = True
 
     def __init__(self, model: str, *, scope: str = "full", name: str | None = None, **engine_options: Any) -> None:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's INFO lines would bury coevo's progress
         try:
             import vllm
         except ImportError:
@@ -336,6 +338,9 @@ class VLLMBackend:
             if engine_options.get("enforce_eager") is False:
                 raise ValueError("on CPU the vLLM backend needs enforce_eager=True (compiled graphs keep stale packs)")
             engine_options["enforce_eager"] = True
+            if "gpu_memory_utilization" not in engine_options:
+                # vLLM on CPU otherwise reserves 92% of the machine's memory (its GPU default) up front.
+                os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache
         self.engine = vllm.LLM(
             model=model, enable_prefix_caching=False, worker_extension_cls=_EXTENSION, **engine_options
         )

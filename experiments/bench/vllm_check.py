@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -29,18 +28,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache on CPU: plenty for these prompts
+import torch
 
-import torch  # noqa: E402
-
-from coevo.es.engine import ESConfig, ESEngine  # noqa: E402
-from coevo.es.history import ESHistory, replay  # noqa: E402
-from coevo.es.host import TorchWeightsHost  # noqa: E402
-from coevo.es.perturbation import Perturbation, Update  # noqa: E402
-from coevo.es.schedules import ScheduleConfig  # noqa: E402
-from coevo.llm.base import SamplingParams  # noqa: E402
-from coevo.llm.hf import load_causal_lm, resolve_model_dir  # noqa: E402
-from coevo.llm.vllm import VLLMBackend  # noqa: E402
+from coevo.es.engine import ESConfig, ESEngine
+from coevo.es.history import ESHistory, replay
+from coevo.es.host import TorchWeightsHost
+from coevo.es.perturbation import Perturbation, Update
+from coevo.es.schedules import ScheduleConfig
+from coevo.llm.base import SamplingParams
+from coevo.llm.hf import load_causal_lm, resolve_model_dir
+from coevo.llm.vllm import VLLMBackend
 
 PROMPTS = [
     "Write a Python function that returns the n-th Fibonacci number.",
