@@ -182,7 +182,9 @@ def rematerialize_dropped_weights(
 def _load_checkpoint_into(canonical: nn.Module, model_dir: str) -> None:
     """Copy the checkpoint's weights into the canonical views (which write through to vLLM's tensors)."""
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()
     dtype = next(canonical.parameters()).dtype
     source = dict(AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).named_parameters())
     with torch.no_grad():
