@@ -247,10 +247,6 @@ class CoevoWorkerExtension:
     def coevo_fingerprint(self, label: str) -> str:
         return _fingerprint(list(self._coevo_host.module.named_parameters()), label)
 
-    def coevo_sums(self) -> dict[str, float]:
-        """Per canonical parameter, the fp64 sum of its live values: a cheap cross-layout comparison."""
-        return {n: float(p.detach().double().sum()) for n, p in self._coevo_host.module.named_parameters()}
-
 
 def _on_workers(engines: Sequence[Any], method: str, *args: Any) -> list[Any]:
     """Run a `CoevoWorkerExtension` method in every worker of every engine; their results in order."""
@@ -307,10 +303,6 @@ class VLLMWeightsHost(PerturbedContext):
     def fingerprint(self, label: str) -> str:
         """A cheap digest of the live weights (the backend's `weights_id`), equal on every replica."""
         return _agreed(_on_workers(self.engines, "coevo_fingerprint", label), "the weights fingerprint")
-
-    def canonical_sums(self) -> dict[str, float]:
-        """Per canonical parameter, the sum of its live values (for comparing with a transformers model)."""
-        return _on_workers(self.engines[:1], "coevo_sums")[0]
 
 
 class VLLMBackend:
