@@ -160,7 +160,9 @@ class FakeEngine:
             digest.update(name.encode() + tensor.numpy().tobytes())
         return digest.hexdigest()[:16]
 
-    def chat(self, conversations: Sequence[Sequence[dict]], params: Sequence[FakeSamplingParams], use_tqdm: bool = True):
+    def chat(
+        self, conversations: Sequence[Sequence[dict]], params: Sequence[FakeSamplingParams], use_tqdm: bool = True
+    ):
         served = self.worker.served_for_forward()
         self.reference.load_state_dict(unfused_state(served, self.reference.config), strict=False)
         self.reference.tie_weights()

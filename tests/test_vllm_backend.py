@@ -40,8 +40,8 @@ def fake_vllm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(FakeEngine, "created", [])
     monkeypatch.setattr(FakeEngine, "prepack", cpu)
-    for variable in ("VLLM_LOGGING_LEVEL", "VLLM_CPU_KVCACHE_SPACE"):  # the backend's defaults, undone after
-        monkeypatch.setenv(variable, os.environ.get(variable, "unset-by-test"))
+    for variable in ("VLLM_LOGGING_LEVEL", "VLLM_CPU_KVCACHE_SPACE"):  # set here so the backend's defaults can't leak
+        monkeypatch.setenv(variable, os.environ.get(variable, ""))
     return request.param
 
 
