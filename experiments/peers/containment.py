@@ -2,7 +2,7 @@
 
     python experiments/peers/containment.py [--quick] [--json] [--systems coevo openevolve ...]
 
-Each case runs in a fresh driver process (contain_driver.py) through one system's evaluator, the
+Each case runs in a fresh driver process (evaluators.py) through one system's evaluator, the
 way that system evaluates a program, on coevo's probe task. Watched from outside, per case:
 - killed on timeout: a looping candidate's evaluation returns within limit + margin, and nothing
   of it still burns CPU afterwards (an abandoned thread or an orphan process does);
@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import queue
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -43,6 +44,9 @@ CORPUS = REPO / "tests" / "hostile"
 LIMIT_S = 3.0
 MARGIN_S = 5.0
 MEMORY_GUARD_MB = 1500
+MEMORY_WINDOW_S = 10.0
+"""How long a memory bomb is watched after its evaluator returned: an uncapped one that outlives its
+evaluation (an abandoned thread) passes the guard within it at the rates measured here."""
 BURN_CPU_S = 0.05
 BURN_WINDOW_S = 2.5
 """An idle tree spends ~0 CPU; a candidate still looping after its evaluator returned spends more than
@@ -89,11 +93,11 @@ def _kill_tree(process: psutil.Process) -> None:
 
 def driver_command(system: str) -> list[str]:
     if system == "coevo":
-        return [sys.executable, str(PEERS_DIR / "contain_driver.py"), "coevo"]
-    return [str(install(system)), str(PEERS_DIR / "contain_driver.py"), system]
+        return [sys.executable, str(PEERS_DIR / "evaluators.py"), "coevo"]
+    return [str(install(system)), str(PEERS_DIR / "evaluators.py"), system]
 
 
-def run_case(system: str, name: str) -> dict[str, Any]:
+def run_case(system: str, name: str, window_s: float = BURN_WINDOW_S) -> dict[str, Any]:
     """One hostile case through one system, observed from outside."""
     work = Path(tempfile.mkdtemp(prefix="coevo-contain-"))
     victim_dir = work / "victim_dir"
@@ -114,16 +118,17 @@ def run_case(system: str, name: str) -> dict[str, Any]:
         command = [*driver_command(system), str(candidate), "--limit", str(LIMIT_S)]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
         watched = psutil.Process(process.pid)
+        reader = _LineReader(process)
+        ready = reader.next(timeout_s=600)  # imports and set-up: not part of the evaluation
         memory = _MemoryWatch(watched)
         line, started = None, time.monotonic()
-        reader = _LineReader(process)
-        while line is None and process.poll() is None and not memory.over_guard():
+        while ready and line is None and process.poll() is None and not memory.over_guard():
             if time.monotonic() - started > LIMIT_S + 120:  # a peer that never returns: hung
                 break
-            line = reader.poll(0.05)
+            line = reader.next(timeout_s=0.05)
         returned_after = json.loads(line)["returned_after_s"] if line else None
         cpu_before = _sum(_tree(watched), _cpu)
-        window_end = time.monotonic() + BURN_WINDOW_S
+        window_end = time.monotonic() + window_s
         while time.monotonic() < window_end and not memory.over_guard():  # what the evaluation left running
             time.sleep(0.05)
         still_burning = _sum(_tree(watched), _cpu) - cpu_before > BURN_CPU_S
@@ -171,22 +176,22 @@ class _MemoryWatch:
 
 
 class _LineReader:
-    """Non-blocking first line of a child's stdout."""
+    """A child's stdout lines, each waited for with a timeout."""
 
     def __init__(self, process: subprocess.Popen[str]) -> None:
-        import threading
-
-        self.line: str | None = None
-        self._thread = threading.Thread(target=self._read, args=(process,), daemon=True)
-        self._thread.start()
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, args=(process,), daemon=True).start()
 
     def _read(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
-        self.line = process.stdout.readline() or None
+        for line in process.stdout:
+            self._lines.put(line)
 
-    def poll(self, wait_s: float) -> str | None:
-        self._thread.join(wait_s)
-        return self.line
+    def next(self, timeout_s: float) -> str | None:
+        try:
+            return self._lines.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
 
 
 def contained(result: dict[str, Any], kind: str) -> bool:
@@ -234,7 +239,7 @@ def main() -> None:
     for system in args.systems:
         for kind, names in cases.items():
             for name in names:
-                result = run_case(system, name)
+                result = run_case(system, name, MEMORY_WINDOW_S if kind == "memory" else BURN_WINDOW_S)
                 print(f"{system:10s} {name:22s} contained={contained(result, kind)} {result}", file=sys.stderr, flush=True)
                 results.append(result)
     rows = summary(results, cases)
