@@ -73,10 +73,10 @@ def _cell(value: Mapping[str, float | int] | None, digits: int) -> str:
     return f"{value['mean']:.{digits}f} +- {value['std']:.{digits}f}"
 
 
-def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int) -> str:
+def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tokens: int = 384) -> str:
     """The table as Markdown, with what its columns mean."""
     lines = [
-        f"Model `{model}` behind `coevo serve`, answers capped at 384 new tokens; budget {budget} candidate",
+        f"Model `{model}` behind `coevo serve`, answers capped at {max_tokens} new tokens; budget {budget} candidate",
         "evaluations per run; gaps in % on coevo's val and test splits of each run's search-best heuristic,",
         "mean +- std over the seeds listed. LLM calls and tokens: the server's ledger (coevo methods: their run store).",
         "",

@@ -10,8 +10,8 @@ and results.png (best search gap against evaluations, one line per system). The 
 functions on coevo's search split (scoring.py); coevo's own methods run `coevo run`. Every run's
 search-best heuristic is then scored by coevo's Evaluator on val and test.
 
---quick: 4 evaluations, SmolLM2, tsp_construct, seed 0, 8 val and 8 test instances: checks the
-plumbing of every system in minutes; it writes under experiments/peers/work/quick/ only.
+--quick: 4 evaluations, SmolLM2, 128-token answers, tsp_construct, seed 0, 8 val and 8 test
+instances: checks the plumbing of every system; it writes under experiments/peers/work/quick/ only.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from rows import SYSTEMS, best_so_far, markdown, table_rows  # noqa: E402
 
 PEER_SCRIPTS = {"openevolve": "openevolve_peer.py", "llm4ad": "llm4ad_peer.py", "shinka": "shinka_peer.py"}
 COEVO_METHODS = {"coevo-eoh": "eoh", "coevo": "coevo"}
-MAX_TOKENS = 384
 LOG_NAME = "evaluations.jsonl"
 
 
@@ -42,10 +41,10 @@ def _get(url: str) -> dict[str, Any]:
         return json.load(reply)
 
 
-def start_server(model: str, port: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(model: str, port: int, max_tokens: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     """`coevo serve` in its own process; returns once it answers /v1/models."""
     command = [sys.executable, "-m", "coevo.cli", "serve", "--model", model, "--port", str(port)]
-    command += ["--max-tokens-cap", str(MAX_TOKENS)]
+    command += ["--max-tokens-cap", str(max_tokens)]
     process = subprocess.Popen(command, cwd=REPO, stdout=log.open("ab"), stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
     while process.poll() is None:
@@ -67,7 +66,7 @@ def run_peer(system: str, task: str, seed: int, args: argparse.Namespace, base_u
     before = _get(f"{base_url}/ledger")
     command = [sys.executable, str(PEERS_DIR / PEER_SCRIPTS[system]), "--task", task, "--seed", str(seed)]
     command += ["--evaluations", str(args.evaluations), "--base-url", base_url, "--model", args.model]
-    command += ["--out", str(cell), "--concurrency", str(args.concurrency), "--max-tokens", str(MAX_TOKENS)]
+    command += ["--out", str(cell), "--concurrency", str(args.concurrency), "--max-tokens", str(args.max_tokens)]
     with (cell / "peer.log").open("ab") as output:
         returncode = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, cwd=REPO).returncode
     after = _get(f"{base_url}/ledger")
@@ -92,7 +91,7 @@ def run_coevo(system: str, task: str, seed: int, args: argparse.Namespace, cell:
     from coevo.run.store import RunStore
 
     config = REPO / "experiments" / "configs" / f"{task}__{COEVO_METHODS[system]}.toml"
-    sets = {"budget": args.evaluations, "seed": seed, "model": args.model, "llm.max_new_tokens": MAX_TOKENS}
+    sets = {"budget": args.evaluations, "seed": seed, "model": args.model, "llm.max_new_tokens": args.max_tokens}
     command = [sys.executable, "-m", "coevo.cli", "run", str(config), "--run-dir", str(cell / "run")]
     for key, value in sets.items():
         command += ["--set", f"{key}={value}"]
@@ -204,6 +203,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen-coder-0.5b")
     parser.add_argument("--port", type=int, default=8123)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=384, help="new tokens per answer, for every system")
     parser.add_argument("--val-limit", type=int, default=None, help="first N val instances (default: all)")
     parser.add_argument("--test-limit", type=int, default=None, help="first N test instances (default: all)")
     parser.add_argument("--workers", type=int, default=2)
@@ -211,7 +211,7 @@ def main() -> None:
     out = PEERS_DIR
     args.work, args.cells = PEERS_DIR / "work", PEERS_DIR / "cells"
     if args.quick:
-        args.evaluations, args.model, args.seeds = 4, "smollm2-135m", [0]
+        args.evaluations, args.model, args.seeds, args.max_tokens = 4, "smollm2-135m", [0], 128
         args.tasks, args.val_limit, args.test_limit = ["tsp_construct"], 8, 8
         out = args.work = args.cells = PEERS_DIR / "work" / "quick"
     args.work.mkdir(parents=True, exist_ok=True)
@@ -222,7 +222,7 @@ def main() -> None:
             print(f"[{index}/{len(cells_wanted)}] {system} {task} seed {seed}", file=sys.stderr, flush=True)
             needs_server = system not in COEVO_METHODS
             if needs_server and not record_path(system, task, seed, args).exists() and server is None:
-                server, base_url = start_server(args.model, args.port, args.work / "serve.log")
+                server, base_url = start_server(args.model, args.port, args.max_tokens, args.work / "serve.log")
             record = run_cell(system, task, seed, args, base_url)
             print(f"    {record['status']}: val gap {record.get('val_gap')}, {record.get('error', '')}", file=sys.stderr)
     finally:
@@ -231,9 +231,9 @@ def main() -> None:
             server.wait(timeout=60)
     cells = [json.loads(p.read_text()) for p in sorted((args.cells / args.model).glob("*.json"))]
     rows = table_rows(cells)
-    payload = {"model": args.model, "budget": args.evaluations, "rows": rows}
+    payload = {"model": args.model, "budget": args.evaluations, "max_tokens": args.max_tokens, "rows": rows}
     (out / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
-    (out / "results.md").write_text(markdown(rows, args.model, args.evaluations))
+    (out / "results.md").write_text(markdown(rows, args.model, args.evaluations, args.max_tokens))
     plot(cells, out / "results.png")
     print(json.dumps(payload, indent=1) if args.json else (out / "results.md").read_text())
 
