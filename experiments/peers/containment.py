@@ -4,8 +4,9 @@
 
 Each case runs in a fresh driver process (evaluators.py) through one system's evaluator, the
 way that system evaluates a program, on coevo's probe task. Watched from outside, per case:
-- killed on timeout: a looping candidate's evaluation returns within limit + margin, and nothing
-  of it still burns CPU afterwards (an abandoned thread or an orphan process does);
+- killed on timeout: a looping candidate's evaluation returns within limit + margin, no thread of
+  the evaluating process still runs candidate code (OpenEvolve abandons the thread), and nothing of
+  the evaluation still burns CPU afterwards (an orphan process would);
 - memory capped: no process of the evaluation grows its address space by more than MEMORY_GUARD_MB
   (past it the harness kills the tree itself, to protect the shared machine, and counts the case as
   not capped; address space, not RSS, because a bomb of untouched zero pages never becomes resident);
@@ -126,7 +127,8 @@ def run_case(system: str, name: str, window_s: float = BURN_WINDOW_S) -> dict[st
             if time.monotonic() - started > LIMIT_S + 120:  # a peer that never returns: hung
                 break
             line = reader.next(timeout_s=0.05)
-        returned_after = json.loads(line)["returned_after_s"] if line else None
+        report = json.loads(line) if line else {}
+        returned_after = report.get("returned_after_s")
         cpu_before = _sum(_tree(watched), _cpu)
         window_end = time.monotonic() + window_s
         while time.monotonic() < window_end and not memory.over_guard():  # what the evaluation left running
@@ -151,9 +153,10 @@ def run_case(system: str, name: str, window_s: float = BURN_WINDOW_S) -> dict[st
         "address_space_growth_mb": round(peak_mb),
         "memory_guard_killed": guard_killed,
         "still_burning": still_burning,
+        "candidate_threads": report.get("candidate_threads"),
         "file_written": written,
         "connected": connected,
-        "verdict": json.loads(line)["verdict"] if line else None,
+        "verdict": report.get("verdict"),
     }
 
 
@@ -198,7 +201,8 @@ def contained(result: dict[str, Any], kind: str) -> bool:
     """Whether the system contained the case on the property the case tests."""
     if kind == "timeout":
         returned = result["returned_after_s"]
-        return returned is not None and returned < LIMIT_S + MARGIN_S and not result["still_burning"]
+        on_time = returned is not None and returned < LIMIT_S + MARGIN_S
+        return on_time and not result["still_burning"] and not result["candidate_threads"]
     if kind == "memory":
         return not result["memory_guard_killed"]
     if kind == "file":

@@ -26,7 +26,19 @@ from pathlib import Path
 PEERS_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(PEERS_DIR), str(PEERS_DIR.parents[1])]
 LINGER_S = 12.0
+SETTLE_S = 1.0
 Evaluate = Callable[[str], object]
+
+
+def candidate_threads() -> int:
+    """Threads of this process still executing candidate code (scoring.py compiles it as "<candidate>"):
+    a timed-out evaluation abandoned rather than killed, sleeping or not."""
+    count = 0
+    for frame in sys._current_frames().values():
+        while frame is not None and frame.f_code.co_filename != "<candidate>":
+            frame = frame.f_back
+        count += frame is not None
+    return count
 
 
 def openevolve(limit: float) -> Evaluate:
@@ -107,6 +119,9 @@ if __name__ == "__main__":
         verdict = repr(evaluate(Path(args.candidate).read_text()))[:300]
     except BaseException as error:  # noqa: BLE001 (what escaped the peer's evaluator is part of the finding)
         verdict = f"raised {type(error).__name__}: {error}"[:300]
-    print(json.dumps({"returned_after_s": time.monotonic() - started, "verdict": verdict}), flush=True)
+    returned_after = time.monotonic() - started
+    time.sleep(SETTLE_S)
+    report = {"returned_after_s": returned_after, "verdict": verdict, "candidate_threads": candidate_threads()}
+    print(json.dumps(report), flush=True)
     time.sleep(LINGER_S)
     os._exit(0)  # an abandoned evaluation thread must not keep the driver alive

@@ -232,8 +232,16 @@ def main() -> None:
     cells = [json.loads(p.read_text()) for p in sorted((args.cells / args.model).glob("*.json"))]
     rows = table_rows(cells)
     payload = {"model": args.model, "budget": args.evaluations, "max_tokens": args.max_tokens, "rows": rows}
+    text = markdown(rows, args.model, args.evaluations, args.max_tokens)
+    contained = PEERS_DIR / "containment.json"
+    if contained.exists():  # written by containment.py: each system's evaluator against tests/hostile/
+        import containment
+
+        payload["containment"] = json.loads(contained.read_text())["rows"]
+        text += "\nContainment (containment.py: tests/hostile/ cases through each system's own evaluator):\n\n"
+        text += containment.markdown(payload["containment"])
     (out / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
-    (out / "results.md").write_text(markdown(rows, args.model, args.evaluations, args.max_tokens))
+    (out / "results.md").write_text(text)
     plot(cells, out / "results.png")
     print(json.dumps(payload, indent=1) if args.json else (out / "results.md").read_text())
 
