@@ -237,8 +237,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one case per property")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--cases", nargs="+", help="only these cases; results replace the same cases in the output")
     args = parser.parse_args()
     cases = QUICK_CASES if args.quick else CASES
+    if args.cases:
+        cases = {kind: [n for n in names if n in args.cases] for kind, names in cases.items()}
+    target = PEERS_DIR / ("work/containment-quick.json" if args.quick else "containment.json")
     results = []
     for system in args.systems:
         for kind, names in cases.items():
@@ -246,9 +250,13 @@ def main() -> None:
                 result = run_case(system, name, MEMORY_WINDOW_S if kind == "memory" else BURN_WINDOW_S)
                 print(f"{system:10s} {name:22s} contained={contained(result, kind)} {result}", file=sys.stderr, flush=True)
                 results.append(result)
-    rows = summary(results, cases)
+    if target.exists():  # keep the earlier results of the (system, case) pairs not run now
+        fresh = {(r["system"], r["case"]) for r in results}
+        earlier = [r for r in json.loads(target.read_text())["cases"] if (r["system"], r["case"]) not in fresh]
+        results = earlier + results
+    every = QUICK_CASES if args.quick else CASES
+    rows = summary(results, every)
     payload = {"limit_s": LIMIT_S, "memory_guard_mb": MEMORY_GUARD_MB, "rows": rows, "cases": results}
-    target = PEERS_DIR / ("work/containment-quick.json" if args.quick else "containment.json")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(payload, indent=1) + "\n")
     print(json.dumps(payload, indent=1) if args.json else markdown(rows))

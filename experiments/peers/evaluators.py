@@ -60,7 +60,11 @@ def llm4ad(limit: float) -> Evaluate:
 
 
 def shinka(limit: float) -> Evaluate:
-    """ShinkaEvolve's local JobScheduler: the evaluation script per program, killed past the job time."""
+    """ShinkaEvolve's local JobScheduler as its runner drives it: submit the evaluation script, poll
+    `check_job_status` (which kills the process past the job time), then read the results. (The
+    scheduler's blocking `run()` never applies the time limit; the evolution runner does not use it.)"""
+    from types import SimpleNamespace
+
     from shinka.launch import JobScheduler, LocalJobConfig
 
     job = LocalJobConfig(eval_program_path=str(PEERS_DIR / "shinka_evaluate.py"), time=f"00:00:{int(max(1, limit)):02d}")
@@ -69,7 +73,12 @@ def shinka(limit: float) -> Evaluate:
     def evaluate(code: str) -> object:
         work = Path(tempfile.mkdtemp(prefix="coevo-shinka-"))
         (work / "main.py").write_text(code)
-        results, _ = scheduler.run(str(work / "main.py"), str(work / "results"))
+        started = time.time()
+        process = scheduler.submit_async(str(work / "main.py"), str(work / "results"))
+        running = SimpleNamespace(job_id=process, start_time=started, generation=0)
+        while scheduler.check_job_status(running):
+            time.sleep(0.1)
+        results = scheduler.get_job_results(process, str(work / "results")) or {}
         return results.get("correct")
 
     return evaluate
