@@ -43,6 +43,9 @@ from tasks.references import DATA_DIR  # noqa: E402
 
 CORPUS = REPO / "tests" / "hostile"
 LIMIT_S = 3.0
+SCRIPT_LIMIT_S = 30.0
+"""ShinkaEvolve's job time covers the evaluation script's own start (Python, numpy, the task), which
+takes seconds on a loaded machine: with 3 s it killed scripts before they reached the candidate."""
 MARGIN_S = 5.0
 MEMORY_GUARD_MB = 1500
 MEMORY_WINDOW_S = 10.0
@@ -116,7 +119,7 @@ def run_case(system: str, name: str, window_s: float = BURN_WINDOW_S) -> dict[st
             code = code.replace(placeholder, str(value))
         candidate = work / "candidate.py"
         candidate.write_text(code)
-        command = [*driver_command(system), str(candidate), "--limit", str(LIMIT_S)]
+        command = [*driver_command(system), str(candidate), "--limit", str(limit_of(system))]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
         watched = psutil.Process(process.pid)
         reader = _LineReader(process)
@@ -124,7 +127,7 @@ def run_case(system: str, name: str, window_s: float = BURN_WINDOW_S) -> dict[st
         memory = _MemoryWatch(watched)
         line, started = None, time.monotonic()
         while ready and line is None and process.poll() is None and not memory.over_guard():
-            if time.monotonic() - started > LIMIT_S + 120:  # a peer that never returns: hung
+            if time.monotonic() - started > limit_of(system) + 120:  # a peer that never returns: hung
                 break
             line = reader.next(timeout_s=0.05)
         report = json.loads(line) if line else {}
@@ -197,14 +200,18 @@ class _LineReader:
             return None
 
 
+def limit_of(system: str) -> float:
+    return SCRIPT_LIMIT_S if system == "shinka" else LIMIT_S
+
+
 def contained(result: dict[str, Any], kind: str) -> bool:
     """Whether the system contained the case on the property the case tests."""
     if kind == "timeout":
         returned = result["returned_after_s"]
-        on_time = returned is not None and returned < LIMIT_S + MARGIN_S
+        on_time = returned is not None and returned < limit_of(result["system"]) + MARGIN_S
         return on_time and not result["still_burning"] and not result["candidate_threads"]
-    if kind == "memory":
-        return not result["memory_guard_killed"]
+    if kind == "memory":  # a bomb still running after its evaluator returned has nothing left to stop it
+        return not (result["memory_guard_killed"] or result["still_burning"] or result["candidate_threads"])
     if kind == "file":
         return not result["file_written"]
     return not result["connected"]
@@ -256,7 +263,7 @@ def main() -> None:
         results = earlier + results
     every = QUICK_CASES if args.quick else CASES
     rows = summary(results, every)
-    payload = {"limit_s": LIMIT_S, "memory_guard_mb": MEMORY_GUARD_MB, "rows": rows, "cases": results}
+    payload = {"limit_s": LIMIT_S, "shinka_limit_s": SCRIPT_LIMIT_S, "memory_guard_mb": MEMORY_GUARD_MB, "rows": rows, "cases": results}
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(payload, indent=1) + "\n")
     print(json.dumps(payload, indent=1) if args.json else markdown(rows))
