@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +184,8 @@ def plot(cells: list[dict[str, Any]], path: Path) -> None:
                 continue
             length = max(map(len, curves))
             padded = np.array([[np.nan if v is None else v for v in c + c[-1:] * (length - len(c))] for c in curves])
-            with np.errstate(all="ignore"):
+            with warnings.catch_warnings():  # before a system's first valid candidate its mean is undefined
+                warnings.simplefilter("ignore", RuntimeWarning)
                 axis.plot(np.arange(1, length + 1), np.nanmean(padded, axis=0), label=system)
         axis.set(title=task, xlabel="candidate evaluations", ylabel="best search gap %")
         axis.legend()
