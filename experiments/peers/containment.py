@@ -44,8 +44,9 @@ from tasks.references import DATA_DIR  # noqa: E402
 CORPUS = REPO / "tests" / "hostile"
 LIMIT_S = 3.0
 SCRIPT_LIMIT_S = 30.0
-"""ShinkaEvolve's job time covers the evaluation script's own start (Python, numpy, the task), which
-takes seconds on a loaded machine: with 3 s it killed scripts before they reached the candidate."""
+"""ShinkaEvolve's job time and LLM4AD's timeout cover the start of the evaluating process (a Python
+script; a spawned interpreter), which takes seconds on a loaded machine: with 3 s both stopped every
+program before it ran, valid ones included."""
 MARGIN_S = 5.0
 MEMORY_GUARD_MB = 1500
 MEMORY_WINDOW_S = 10.0
@@ -201,7 +202,7 @@ class _LineReader:
 
 
 def limit_of(system: str) -> float:
-    return SCRIPT_LIMIT_S if system == "shinka" else LIMIT_S
+    return SCRIPT_LIMIT_S if system in ("shinka", "llm4ad") else LIMIT_S
 
 
 def contained(result: dict[str, Any], kind: str) -> bool:
@@ -263,7 +264,7 @@ def main() -> None:
         results = earlier + results
     every = QUICK_CASES if args.quick else CASES
     rows = summary(results, every)
-    payload = {"limit_s": LIMIT_S, "shinka_limit_s": SCRIPT_LIMIT_S, "memory_guard_mb": MEMORY_GUARD_MB, "rows": rows, "cases": results}
+    payload = {"limit_s": LIMIT_S, "process_start_limit_s": SCRIPT_LIMIT_S, "memory_guard_mb": MEMORY_GUARD_MB, "rows": rows, "cases": results}
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(payload, indent=1) + "\n")
     print(json.dumps(payload, indent=1) if args.json else markdown(rows))

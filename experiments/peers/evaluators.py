@@ -54,9 +54,9 @@ def openevolve(limit: float) -> Evaluate:
 def llm4ad(limit: float) -> Evaluate:
     """LLM4AD's SecureEvaluator: a new process per program, terminated after timeout_seconds."""
     from llm4ad.base import SecureEvaluator
-    from llm4ad_peer import make_evaluation
+    from llm4ad_evaluation import CoevoTaskEvaluation
 
-    return SecureEvaluator(make_evaluation("probe", timeout_s=limit)).evaluate_program
+    return SecureEvaluator(CoevoTaskEvaluation("probe", timeout_s=limit)).evaluate_program
 
 
 def shinka(limit: float) -> Evaluate:

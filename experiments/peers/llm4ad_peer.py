@@ -15,34 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peer_cli import enforce_budget, in_peer_venv, peer_arguments  # noqa: E402
 
 PEER = "llm4ad"
-TIMEOUT_S = 30
-
-
-def make_evaluation(task_name: str, timeout_s: float = TIMEOUT_S) -> Any:
-    """An llm4ad Evaluation whose score is coevo's negated search gap (None when invalid)."""
-    from llm4ad.base import Evaluation
-    from scoring import get_task, score_program, seed_program
-
-    class CoevoTaskEvaluation(Evaluation):
-        def __init__(self) -> None:
-            super().__init__(
-                template_program=seed_program(task_name),
-                task_description=get_task(task_name).description,
-                timeout_seconds=timeout_s,
-            )
-
-        def evaluate_program(self, program_str: str, callable_func: Any, **kwargs: Any) -> float | None:
-            verdict = score_program(task_name, program_str)
-            return verdict["combined_score"] if verdict["valid"] else None
-
-    return CoevoTaskEvaluation()
 
 
 def run(args: argparse.Namespace) -> None:
@@ -54,12 +32,14 @@ def run(args: argparse.Namespace) -> None:
 
     random.seed(args.seed)
     np.random.seed(args.seed)
+    from llm4ad_evaluation import CoevoTaskEvaluation
+
     llm = OpenAIAPI(base_url=args.base_url, api_key="coevo", model=args.model, timeout=args.llm_timeout)
     profiler = EoHProfiler(log_dir=str(Path(args.out) / "llm4ad"), log_style="simple", create_random_path=False)
     enforce_budget(args)
     EoH(
         llm=llm,
-        evaluation=make_evaluation(args.task),
+        evaluation=CoevoTaskEvaluation(args.task),
         profiler=profiler,  # EoH counts samples only when a profiler is given: without one it never stops
         max_generations=None,
         max_sample_nums=args.evaluations,
