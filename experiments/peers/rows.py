@@ -91,4 +91,6 @@ def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tok
             _cell(row["wall_s"], 0), _cell(row["valid_share"], 2), row["note"] or "",
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        lines.append("\nNo cell has finished yet: this table is still to be measured.")
     return "\n".join(lines) + "\n"

@@ -209,6 +209,7 @@ def main() -> None:
     parser.add_argument("--val-limit", type=int, default=None, help="first N val instances (default: all)")
     parser.add_argument("--test-limit", type=int, default=None, help="first N test instances (default: all)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--report-only", action="store_true", help="run nothing: rewrite the results from the records")
     args = parser.parse_args()
     out = PEERS_DIR
     args.work, args.cells = PEERS_DIR / "work", PEERS_DIR / "cells"
@@ -217,7 +218,7 @@ def main() -> None:
         args.tasks, args.val_limit, args.test_limit = ["tsp_construct"], 8, 8
         out = args.work = args.cells = PEERS_DIR / "work" / "quick"
     args.work.mkdir(parents=True, exist_ok=True)
-    cells_wanted = [(s, t, seed) for t in args.tasks for s in args.systems for seed in args.seeds]
+    cells_wanted = [] if args.report_only else [(s, t, seed) for t in args.tasks for s in args.systems for seed in args.seeds]
     server, base_url = None, None
     try:
         for index, (system, task, seed) in enumerate(cells_wanted, 1):
