@@ -29,11 +29,10 @@ def run(args: argparse.Namespace) -> None:
     import numpy as np
     from llm4ad.method.eoh import EoH, EoHProfiler
     from llm4ad.tools.llm.llm_api_openai import OpenAIAPI
+    from llm4ad_evaluation import CoevoTaskEvaluation
 
     random.seed(args.seed)
     np.random.seed(args.seed)
-    from llm4ad_evaluation import CoevoTaskEvaluation
-
     llm = OpenAIAPI(base_url=args.base_url, api_key="coevo", model=args.model, timeout=args.llm_timeout)
     profiler = EoHProfiler(log_dir=str(Path(args.out) / "llm4ad"), log_style="simple", create_random_path=False)
     enforce_budget(args)
