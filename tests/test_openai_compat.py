@@ -29,7 +29,7 @@ from coevo.es.perturbation import Update
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.hf import HFBackend
 from coevo.llm.openai_compat import LLMServerError, OpenAICompatLLM
-from coevo.llm.serve import ChatServer, load_run_weights, make_server, register
+from coevo.llm.serve import ChatServer, load_run_weights, make_server, parse_chat_request, register
 
 pytestmark = pytest.mark.timeout(300)  # nothing may hang: a stuck retry loop fails the test
 
@@ -320,3 +320,31 @@ def test_serve_entry_point_answers_until_terminated(model_dir: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_max_tokens_cap_bounds_every_answer_and_fills_in_a_missing_limit(backend: HFBackend) -> None:
+    """LLM4AD's OpenAIAPI sends no max_tokens; OpenEvolve may ask for more than the comparison allows."""
+    base = {"model": backend.name, "messages": CAT}
+    assert parse_chat_request(base, max_tokens_cap=384)[2].max_new_tokens == 384
+    assert parse_chat_request({**base, "max_tokens": 4096}, max_tokens_cap=384)[2].max_new_tokens == 384
+    assert parse_chat_request({**base, "max_tokens": 10}, max_tokens_cap=384)[2].max_new_tokens == 10
+    assert parse_chat_request(base)[2].max_new_tokens == SamplingParams().max_new_tokens
+
+
+def test_real_openai_client_bodies_are_served_and_counted_in_the_ledger(backend: HFBackend) -> None:
+    """The request shapes of the peer frameworks, sent by the `openai` package itself: LLM4AD's
+    (model and messages only) and OpenEvolve's (temperature, top_p, max_tokens and a fixed seed)."""
+    openai = pytest.importorskip("openai")
+    with _serving(make_server(backend, port=0, max_tokens_cap=5)) as server:
+        client = openai.OpenAI(base_url=server.url, api_key="unused", timeout=60)
+        before = httpx.get(f"{server.url}/ledger", timeout=30).json()
+        bare = client.chat.completions.create(model=backend.name, messages=CAT, stream=False)
+        seeded = client.chat.completions.create(
+            model=backend.name, messages=COUNT, temperature=0.7, top_p=0.95, max_tokens=4096, seed=42
+        )
+        after = httpx.get(f"{server.url}/ledger", timeout=30).json()
+    assert bare.usage.completion_tokens <= 5 and seeded.usage.completion_tokens <= 5
+    assert after["requests"] - before["requests"] == 2
+    served = bare.usage.completion_tokens + seeded.usage.completion_tokens
+    assert after["completion_tokens"] - before["completion_tokens"] == served
+    assert after["prompt_tokens"] - before["prompt_tokens"] == bare.usage.prompt_tokens + seeded.usage.prompt_tokens

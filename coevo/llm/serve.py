@@ -2,7 +2,9 @@
 
 Other tools (DSPy, agents, `OpenAICompatLLM`) can then use the embedded model, or an evolved one: the
 weights of a run's ES history at step K. Only `/v1/models` and non-streaming `/v1/chat/completions`
-(n=1) are offered. Concurrent requests are pooled for a few milliseconds and generated as one batch,
+(n=1) are offered, plus `/v1/ledger` (coevo's own): the calls and tokens served so far, so frameworks that
+count their budgets differently can be compared by what they asked of the model. `max_tokens_cap` bounds
+every answer, whatever the client asks or omits (some clients send no max_tokens). Concurrent requests are pooled for a few milliseconds and generated as one batch,
 because on CPU a batch of 8 costs little more than a single request; each request keeps its own seed,
 so batching never changes what a seeded request returns. `system_fingerprint` carries the weights id.
 """
@@ -18,7 +20,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +30,7 @@ import typer
 
 from coevo.llm.base import Completion, Message, SamplingParams
 from coevo.llm.embedded import DEFAULT_MODEL, ModelNotFoundError
+from coevo.operators.ledger import BudgetLedger
 
 if TYPE_CHECKING:  # torch is heavy: imported only when a model is actually served
     from coevo.llm.hf import HFBackend
@@ -119,8 +122,11 @@ class DynamicBatcher:
         return batch, False
 
 
-def parse_chat_request(body: Any) -> tuple[str, list[Message], SamplingParams]:
-    """(model, messages, sampling) from a chat completions request body, or BadRequest saying why."""
+def parse_chat_request(body: Any, max_tokens_cap: int | None = None) -> tuple[str, list[Message], SamplingParams]:
+    """(model, messages, sampling) from a chat completions request body, or BadRequest saying why.
+
+    With `max_tokens_cap`, answers get at most that many new tokens, and exactly that many when the
+    body names no limit."""
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     if body.get("stream"):
@@ -139,8 +145,12 @@ def parse_chat_request(body: Any) -> tuple[str, list[Message], SamplingParams]:
     stop = body.get("stop") or ()
     stop = (stop,) if isinstance(stop, str) else stop
     try:
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        max_new_tokens = int(asked) if asked is not None else (max_tokens_cap or defaults.max_new_tokens)
+        if max_tokens_cap is not None:
+            max_new_tokens = min(max_new_tokens, max_tokens_cap)
         sampling = SamplingParams(
-            max_new_tokens=int(body.get("max_completion_tokens") or body.get("max_tokens") or defaults.max_new_tokens),
+            max_new_tokens=max_new_tokens,
             temperature=float(body.get("temperature", defaults.temperature)),
             top_p=float(body.get("top_p", defaults.top_p)),
             seed=None if body.get("seed") is None else int(body["seed"]),
@@ -186,10 +196,19 @@ class ChatServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], backend: HFBackend, model_id: str, api_key: str | None) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        backend: HFBackend,
+        model_id: str,
+        api_key: str | None,
+        max_tokens_cap: int | None = None,
+    ) -> None:
         super().__init__(address, _ChatHandler)
         self.model_id = model_id
         self.api_key = api_key
+        self.max_tokens_cap = max_tokens_cap
+        self.ledger = BudgetLedger()
         self.batcher = DynamicBatcher(backend, max_batch=backend.max_batch_size)
 
     @property
@@ -210,7 +229,11 @@ class _ChatHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if not self._authorized():
             return
-        if self.path.rstrip("/") != "/v1/models":
+        route = self.path.rstrip("/")
+        if route == "/v1/ledger":
+            self._send(HTTPStatus.OK, asdict(self.server.ledger.usage()))
+            return
+        if route != "/v1/models":
             self._error(HTTPStatus.NOT_FOUND, f"no route GET {self.path}")
             return
         entry = {"id": self.server.model_id, "object": "model", "created": 0, "owned_by": "coevo"}
@@ -229,18 +252,20 @@ class _ChatHandler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.NOT_FOUND, f"no route POST {self.path}")
             return
         try:
-            model, messages, sampling = parse_chat_request(json.loads(raw))
+            model, messages, sampling = parse_chat_request(json.loads(raw), self.server.max_tokens_cap)
         except (BadRequest, json.JSONDecodeError, UnicodeDecodeError) as exc:
             self._error(HTTPStatus.BAD_REQUEST, str(exc))
             return
         if model != self.server.model_id:
             self._error(HTTPStatus.NOT_FOUND, f"model {model!r} not found; this server has {self.server.model_id!r}")
             return
+        started = time.perf_counter()
         try:
             completion = self.server.batcher.submit(messages, sampling).result()
         except Exception as exc:  # noqa: BLE001 (whatever generation raised becomes a 500, not a dead thread)
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"generation failed: {type(exc).__name__}: {exc}")
             return
+        self.server.ledger.record(model, "serve", [completion], time.perf_counter() - started)
         self._send(HTTPStatus.OK, chat_completion_body(completion, model))
 
     def _authorized(self) -> bool:
@@ -275,12 +300,13 @@ def make_server(
     port: int = 8000,
     model_id: str | None = None,
     api_key: str | None = None,
+    max_tokens_cap: int | None = None,
 ) -> ChatServer:
     """A bound server whose batcher already runs in its own thread (port 0 picks a free port).
 
     Call serve_forever() to answer requests and server_close() to stop.
     """
-    server = ChatServer((host, port), backend, model_id or backend.name, api_key)
+    server = ChatServer((host, port), backend, model_id or backend.name, api_key, max_tokens_cap)
     server.batcher.start()
     return server
 
@@ -292,6 +318,7 @@ def serve(
     run_dir: Path | None = None,
     step: int | None = None,
     api_key: str | None = None,
+    max_tokens_cap: int | None = None,
 ) -> None:
     """Load the model (with a run's weights at ES step `step`, if given) and serve until interrupted."""
     if (run_dir is None) != (step is None):
@@ -303,7 +330,7 @@ def serve(
     if run_dir is not None and step is not None:
         load_run_weights(backend, run_dir, step)
         model_id = f"{backend.name}@{Path(run_dir).name}:{step}"
-    server = ChatServer((host, port), backend, model_id, api_key)
+    server = ChatServer((host, port), backend, model_id, api_key, max_tokens_cap)
     if host != LOOPBACK and api_key is None:
         print(f"coevo serve: warning: listening on {host} without an API key", file=sys.stderr)
     print(f"coevo serve: {model_id} (weights {backend.weights_id}) on {server.url}", file=sys.stderr, flush=True)
@@ -348,10 +375,13 @@ def register(app: typer.Typer) -> None:
         api_key: Annotated[
             str | None, typer.Option(envvar="COEVO_API_KEY", help="Require this bearer token from clients.")
         ] = None,
+        max_tokens_cap: Annotated[
+            int | None, typer.Option(min=1, help="Most new tokens per answer, whatever the client asks or omits.")
+        ] = None,
     ) -> None:
         """Serve a model over an OpenAI-compatible API (/v1/chat/completions, /v1/models)."""
         try:
-            serve(model, host, port, run_dir, step, api_key)
+            serve(model, host, port, run_dir, step, api_key, max_tokens_cap)
         except (ValueError, ModelNotFoundError, OSError) as exc:
             print(f"coevo: error: {exc}", file=sys.stderr)
             raise typer.Exit(2) from None

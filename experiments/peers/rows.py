@@ -1,0 +1,96 @@
+"""The head-to-head table from finished cells: one row per (system, task), mean +- std over seeds.
+
+A cell is one run of one system on one task with one seed, stored as a JSON record by table.py.
+This module only reads records, so it is what the unit tests check and what --json prints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from statistics import mean, stdev
+from typing import Any
+
+SYSTEMS = ("coevo-eoh", "coevo", "openevolve", "llm4ad", "shinka")
+ROW_KEYS = (
+    "system", "task", "seeds", "val_gap", "test_gap", "evaluations", "llm_calls", "tokens", "wall_s",
+    "valid_share", "note",
+)  # fmt: skip
+
+
+def best_so_far(gaps: Sequence[float | None]) -> list[float | None]:
+    """After each evaluation, the lowest valid gap so far (None until one is valid)."""
+    curve: list[float | None] = []
+    best: float | None = None
+    for gap in gaps:
+        if gap is not None and math.isfinite(gap) and (best is None or gap < best):
+            best = gap
+        curve.append(best)
+    return curve
+
+
+def spread(values: Iterable[float | None]) -> dict[str, float | int] | None:
+    """{"mean", "std", "n"} over the values that exist (std 0 for one value); None if none do."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return {"mean": mean(present), "std": stdev(present) if len(present) > 1 else 0.0, "n": len(present)}
+
+
+def table_rows(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (system, task) in SYSTEMS order; failed cells only contribute their reason."""
+    grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for cell in cells:
+        grouped.setdefault((cell["system"], cell["task"]), []).append(cell)
+    order = {name: i for i, name in enumerate(SYSTEMS)}
+    rows = []
+    for (system, task), group in sorted(grouped.items(), key=lambda item: (item[0][1], order.get(item[0][0], 99))):
+        done = [c for c in group if c["status"] == "done"]
+        reasons = sorted({c["error"] for c in group if c["status"] != "done"})
+        rows.append(
+            {
+                "system": system,
+                "task": task,
+                "seeds": sorted(c["seed"] for c in done),
+                "val_gap": spread(c["val_gap"] for c in done),
+                "test_gap": spread(c["test_gap"] for c in done),
+                "evaluations": spread(c["evaluations"] for c in done),
+                "llm_calls": spread(c["llm_calls"] for c in done),
+                "tokens": spread(c["prompt_tokens"] + c["completion_tokens"] for c in done),
+                "wall_s": spread(c["wall_s"] for c in done),
+                "valid_share": spread(c["valid_share"] for c in done),
+                "note": "; ".join(reasons),
+            }
+        )
+    return rows
+
+
+def _cell(value: Mapping[str, float | int] | None, digits: int) -> str:
+    if value is None:
+        return "-"
+    if value["n"] == 1:
+        return f"{value['mean']:.{digits}f}"
+    return f"{value['mean']:.{digits}f} +- {value['std']:.{digits}f}"
+
+
+def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tokens: int = 384) -> str:
+    """The table as Markdown, with what its columns mean."""
+    lines = [
+        f"Model `{model}` behind `coevo serve`, answers capped at {max_tokens} new tokens; budget {budget} candidate",
+        "evaluations per run; gaps in % on coevo's val and test splits of each run's search-best heuristic,",
+        "mean +- std over the seeds listed. LLM calls and tokens: the server's ledger (coevo methods: their run store).",
+        "",
+        "| system | task | seeds | val gap % | test gap % | evaluations | LLM calls | tokens | wall s | valid share | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        seeds = ",".join(map(str, row["seeds"])) or "-"
+        cells = [
+            row["system"], row["task"], seeds, _cell(row["val_gap"], 2), _cell(row["test_gap"], 2),
+            _cell(row["evaluations"], 0), _cell(row["llm_calls"], 0), _cell(row["tokens"], 0),
+            _cell(row["wall_s"], 0), _cell(row["valid_share"], 2), row["note"] or "",
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        lines.append("\nNo cell has finished yet: this table is still to be measured.")
+    return "\n".join(lines) + "\n"

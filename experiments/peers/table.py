@@ -1,0 +1,253 @@
+"""coevo head to head with OpenEvolve, LLM4AD and ShinkaEvolve: same model, budget and instances.
+
+    python experiments/peers/table.py [--quick] [--json] [--systems ...] [--tasks ...] [--seeds 0 1]
+
+Runs every (system, task, seed) cell not yet finished (a finished cell is its record,
+experiments/peers/cells/<model>/<system>__<task>__s<seed>.json, committed, so an interrupted table
+resumes, across sessions and clones; the runs' bulky files stay in the git-ignored work/), then writes experiments/peers/results.json, results.md
+and results.png (best search gap against evaluations, one line per system). The peers talk to one
+`coevo serve` started here (answers capped at 384 new tokens) and score candidates with coevo's task
+functions on coevo's search split (scoring.py); coevo's own methods run `coevo run`. Every run's
+search-best heuristic is then scored by coevo's Evaluator on val and test.
+
+--quick: 4 evaluations, SmolLM2, 128-token answers, tsp_construct, seed 0, 8 val and 8 test
+instances: checks the plumbing of every system; it writes under experiments/peers/work/quick/ only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+import warnings
+from pathlib import Path
+from typing import Any
+
+PEERS_DIR = Path(__file__).resolve().parent
+REPO = PEERS_DIR.parents[1]
+sys.path[:0] = [str(REPO), str(PEERS_DIR)]
+
+from rows import SYSTEMS, best_so_far, markdown, table_rows  # noqa: E402
+
+PEER_SCRIPTS = {"openevolve": "openevolve_peer.py", "llm4ad": "llm4ad_peer.py", "shinka": "shinka_peer.py"}
+COEVO_METHODS = {"coevo-eoh": "eoh", "coevo": "coevo"}
+LOG_NAME = "evaluations.jsonl"
+
+
+def _get(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        return json.load(reply)
+
+
+def start_server(model: str, port: int, max_tokens: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`coevo serve` in its own process; returns once it answers /v1/models."""
+    command = [sys.executable, "-m", "coevo.cli", "serve", "--model", model, "--port", str(port)]
+    command += ["--max-tokens-cap", str(max_tokens)]
+    process = subprocess.Popen(command, cwd=REPO, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    while process.poll() is None:
+        try:
+            _get(f"{base_url}/models")
+            return process, base_url
+        except OSError:
+            time.sleep(2)
+    raise SystemExit(f"table: coevo serve exited with {process.returncode}; see {log}")
+
+
+def _last_line(path: Path) -> str:
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()] if path.exists() else []
+    return lines[-1][:300] if lines else "no output"
+
+
+def run_peer(system: str, task: str, seed: int, args: argparse.Namespace, base_url: str, cell: Path) -> dict[str, Any]:
+    """One peer run; its evaluations from the scoring log, its LLM use from the server's ledger."""
+    before = _get(f"{base_url}/ledger")
+    command = [sys.executable, str(PEERS_DIR / PEER_SCRIPTS[system]), "--task", task, "--seed", str(seed)]
+    command += ["--evaluations", str(args.evaluations), "--base-url", base_url, "--model", args.model]
+    command += ["--out", str(cell), "--concurrency", str(args.concurrency), "--max-tokens", str(args.max_tokens)]
+    with (cell / "peer.log").open("ab") as output:
+        returncode = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, cwd=REPO).returncode
+    after = _get(f"{base_url}/ledger")
+    log = cell / LOG_NAME
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    if returncode != 0 and not records:
+        return {"status": "failed", "error": f"{system} exited {returncode}: {_last_line(cell / 'peer.log')}"}
+    records = records[: args.evaluations]
+    stopped = cell / "stopped.json"
+    return {
+        "status": "done",
+        "candidates": [{"valid": r["valid"], "gap_pct": r["gap_pct"], "code": r["code"]} for r in records],
+        "llm_calls": after["requests"] - before["requests"],
+        "prompt_tokens": after["prompt_tokens"] - before["prompt_tokens"],
+        "completion_tokens": after["completion_tokens"] - before["completion_tokens"],
+        "stopped_on": json.loads(stopped.read_text())["reason"] if stopped.exists() else f"own budget (exit {returncode})",
+    }
+
+
+def run_coevo(system: str, task: str, seed: int, args: argparse.Namespace, cell: Path) -> dict[str, Any]:
+    """One `coevo run` of the method at its reference config; its use from the run store."""
+    from coevo.run.store import RunStore
+
+    config = REPO / "experiments" / "configs" / f"{task}__{COEVO_METHODS[system]}.toml"
+    sets = {"budget": args.evaluations, "seed": seed, "model": args.model, "llm.max_new_tokens": args.max_tokens}
+    command = [sys.executable, "-m", "coevo.cli", "run", str(config), "--run-dir", str(cell / "run")]
+    for key, value in sets.items():
+        command += ["--set", f"{key}={value}"]
+    with (cell / "run.log").open("ab") as output:
+        returncode = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, cwd=REPO).returncode
+    if returncode != 0:
+        return {"status": "failed", "error": f"coevo run exited {returncode}: {_last_line(cell / 'run.log')}"}
+    store = RunStore.open(cell / "run")
+    try:
+        made = [candidate for _, candidate in store.candidates()]
+        totals = store.llm_totals()
+    finally:
+        store.close()
+    return {
+        "status": "done",
+        "candidates": [{"valid": c.valid, "gap_pct": c.gap_pct, "code": c.code} for c in made][: args.evaluations],
+        "llm_calls": totals["calls"],
+        "prompt_tokens": totals["prompt_tokens"],
+        "completion_tokens": totals["completion_tokens"],
+        "stopped_on": "own budget",
+    }
+
+
+def held_out_gaps(task: str, code: str, args: argparse.Namespace) -> dict[str, float | None]:
+    """The winner's val and test gaps, by coevo's sandboxed Evaluator."""
+    from coevo.evaluate import Evaluator
+
+    gaps: dict[str, float | None] = {}
+    for split, limit in (("val", args.val_limit), ("test", args.test_limit)):
+        with Evaluator(task, split, limit=limit, workers=args.workers) as evaluator:  # type: ignore[arg-type]
+            gaps[f"{split}_gap"] = evaluator.evaluate(code).gap_pct
+    return gaps
+
+
+def record_path(system: str, task: str, seed: int, args: argparse.Namespace) -> Path:
+    return args.cells / args.model / f"{system}__{task}__s{seed}.json"
+
+
+def run_cell(system: str, task: str, seed: int, args: argparse.Namespace, base_url: str | None) -> dict[str, Any]:
+    cell = args.work / args.model / f"{system}__{task}__s{seed}"
+    done = record_path(system, task, seed, args)
+    if done.exists():
+        return json.loads(done.read_text())
+    if cell.exists():  # an interrupted cell restarts from scratch: the peers cannot resume exactly
+        subprocess.run(["rm", "-rf", str(cell)], check=True)
+    cell.mkdir(parents=True)
+    done.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    if system in COEVO_METHODS:
+        outcome = run_coevo(system, task, seed, args, cell)
+    else:
+        assert base_url is not None
+        outcome = run_peer(system, task, seed, args, base_url, cell)
+    record: dict[str, Any] = {"system": system, "task": task, "seed": seed, "model": args.model, **outcome}
+    record["wall_s"] = time.time() - started
+    if outcome["status"] == "done":
+        candidates = record.pop("candidates")
+        gaps = [c["gap_pct"] if c["valid"] else None for c in candidates]
+        record["evaluations"] = len(candidates)
+        record["valid_share"] = sum(g is not None for g in gaps) / max(1, len(candidates))
+        record["curve"] = best_so_far(gaps)
+        valid = [c for c in candidates if c["valid"] and c["gap_pct"] is not None]
+        winner = min(valid, key=lambda c: c["gap_pct"]) if valid else None
+        record["search_gap"] = None if winner is None else winner["gap_pct"]
+        record["winner"] = None if winner is None else winner["code"]
+        record.update(held_out_gaps(task, winner["code"], args) if winner else {"val_gap": None, "test_gap": None})
+    else:
+        record["error"] = outcome["error"]
+    done.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def plot(cells: list[dict[str, Any]], path: Path) -> None:
+    """Best search gap against evaluations, mean over seeds, one line per system, one panel per task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    tasks = sorted({c["task"] for c in cells if c["status"] == "done"})
+    if not tasks:
+        return
+    figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
+    for axis, task in zip(axes[0], tasks):
+        for system in SYSTEMS:
+            curves = [c["curve"] for c in cells if c["system"] == system and c["task"] == task and c["status"] == "done"]
+            if not curves:
+                continue
+            length = max(map(len, curves))
+            padded = np.array([[np.nan if v is None else v for v in c + c[-1:] * (length - len(c))] for c in curves])
+            with warnings.catch_warnings():  # before a system's first valid candidate its mean is undefined
+                warnings.simplefilter("ignore", RuntimeWarning)
+                axis.plot(np.arange(1, length + 1), np.nanmean(padded, axis=0), label=system)
+        axis.set(title=task, xlabel="candidate evaluations", ylabel="best search gap %")
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a plumbing check in minutes (SmolLM2, 4 evaluations)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--tasks", nargs="+", default=["tsp_construct", "bpp_online"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--evaluations", type=int, default=64)
+    parser.add_argument("--model", default="qwen-coder-0.5b")
+    parser.add_argument("--port", type=int, default=8123)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=384, help="new tokens per answer, for every system")
+    parser.add_argument("--val-limit", type=int, default=None, help="first N val instances (default: all)")
+    parser.add_argument("--test-limit", type=int, default=None, help="first N test instances (default: all)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--report-only", action="store_true", help="run nothing: rewrite the results from the records")
+    args = parser.parse_args()
+    out = PEERS_DIR
+    args.work, args.cells = PEERS_DIR / "work", PEERS_DIR / "cells"
+    if args.quick:
+        args.evaluations, args.model, args.seeds, args.max_tokens = 4, "smollm2-135m", [0], 128
+        args.tasks, args.val_limit, args.test_limit = ["tsp_construct"], 8, 8
+        out = args.work = args.cells = PEERS_DIR / "work" / "quick"
+    args.work.mkdir(parents=True, exist_ok=True)
+    cells_wanted = [] if args.report_only else [(s, t, seed) for t in args.tasks for s in args.systems for seed in args.seeds]
+    server, base_url = None, None
+    try:
+        for index, (system, task, seed) in enumerate(cells_wanted, 1):
+            print(f"[{index}/{len(cells_wanted)}] {system} {task} seed {seed}", file=sys.stderr, flush=True)
+            needs_server = system not in COEVO_METHODS
+            if needs_server and not record_path(system, task, seed, args).exists() and server is None:
+                server, base_url = start_server(args.model, args.port, args.max_tokens, args.work / "serve.log")
+            record = run_cell(system, task, seed, args, base_url)
+            print(f"    {record['status']}: val gap {record.get('val_gap')}, {record.get('error', '')}", file=sys.stderr)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+    cells = [json.loads(p.read_text()) for p in sorted((args.cells / args.model).glob("*.json"))]
+    rows = table_rows(cells)
+    payload = {"model": args.model, "budget": args.evaluations, "max_tokens": args.max_tokens, "rows": rows}
+    text = markdown(rows, args.model, args.evaluations, args.max_tokens)
+    contained = PEERS_DIR / "containment.json"
+    if contained.exists():  # written by containment.py: each system's evaluator against tests/hostile/
+        import containment
+
+        payload["containment"] = json.loads(contained.read_text())["rows"]
+        text += "\nContainment (containment.py: tests/hostile/ cases through each system's own evaluator):\n\n"
+        text += containment.markdown(payload["containment"])
+    (out / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
+    (out / "results.md").write_text(text)
+    plot(cells, out / "results.png")
+    print(json.dumps(payload, indent=1) if args.json else (out / "results.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The head-to-head table (experiments/peers/rows.py) and the peers' shared scoring, without any peer.
+
+rows.py turns cell records into the published rows; scoring.py is what every peer's evaluator
+calls, so its verdicts must equal coevo's own Evaluator on the same split.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+PEERS_DIR = Path(__file__).resolve().parents[1] / "experiments" / "peers"
+
+
+def _load(name: str):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(f"peers_{name}", PEERS_DIR / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+rows = _load("rows")
+scoring = _load("scoring")
+
+
+def _cell(system: str, seed: int, val: float | None, **extra: object) -> dict[str, object]:
+    return {
+        "system": system, "task": "tsp_construct", "seed": seed, "status": "done", "val_gap": val,
+        "test_gap": None if val is None else val + 1, "evaluations": 64, "llm_calls": 70 + seed,
+        "prompt_tokens": 1000, "completion_tokens": 300, "wall_s": 10.0, "valid_share": 0.5, **extra,
+    }  # fmt: skip
+
+
+def test_best_so_far_ignores_invalid_and_non_finite_gaps() -> None:
+    assert rows.best_so_far([None, 5.0, math.nan, 7.0, 3.0, None]) == [None, 5.0, 5.0, 5.0, 3.0, 3.0]
+
+
+def test_rows_aggregate_seeds_and_keep_the_failure_reason() -> None:
+    cells = [
+        _cell("openevolve", 0, 4.0),
+        _cell("openevolve", 1, 6.0),
+        _cell("coevo-eoh", 0, None),  # no valid candidate: counted in the seeds, no gap
+        {"system": "llm4ad", "task": "tsp_construct", "seed": 0, "status": "failed", "error": "llm4ad exited 1: boom"},
+    ]
+    by_system = {row["system"]: row for row in rows.table_rows(cells)}
+    assert [row["system"] for row in rows.table_rows(cells)] == ["coevo-eoh", "openevolve", "llm4ad"]
+    openevolve = by_system["openevolve"]
+    assert openevolve["seeds"] == [0, 1]
+    assert openevolve["val_gap"] == {"mean": 5.0, "std": pytest.approx(math.sqrt(2)), "n": 2}
+    assert openevolve["test_gap"]["mean"] == 6.0 and openevolve["llm_calls"]["mean"] == 70.5
+    assert openevolve["tokens"]["mean"] == 1300
+    assert by_system["coevo-eoh"]["val_gap"] is None and by_system["coevo-eoh"]["seeds"] == [0]
+    assert by_system["llm4ad"]["seeds"] == [] and by_system["llm4ad"]["note"] == "llm4ad exited 1: boom"
+    assert set(openevolve) == set(rows.ROW_KEYS)
+    json.dumps(rows.table_rows(cells))
+
+
+def test_markdown_has_one_line_per_row() -> None:
+    table = rows.markdown(rows.table_rows([_cell("coevo", 0, 2.5), _cell("shinka", 0, 3.0)]), "m", 64)
+    lines = [line for line in table.splitlines() if line.startswith("| coevo") or line.startswith("| shinka")]
+    assert len(lines) == 2 and "2.50" in lines[0] and "budget 64" in table
+
+
+@pytest.mark.parametrize("task_name", ["tsp_construct", "bpp_online"])
+def test_peer_scoring_equals_coevo_evaluator_on_the_search_split(task_name: str) -> None:
+    from coevo.evaluate import Evaluator
+
+    seed = scoring.seed_program(task_name)
+    with Evaluator(task_name, "search", workers=1) as evaluator:
+        expected = evaluator.evaluate(seed)
+    verdict = scoring.score_program(task_name, seed)
+    assert verdict["valid"] and verdict["gap_pct"] == pytest.approx(expected.gap_pct, rel=1e-12)
+    assert verdict["combined_score"] == -verdict["gap_pct"]
+
+
+def test_peer_scoring_logs_every_call_and_marks_bad_programs_invalid(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "evaluations.jsonl"
+    monkeypatch.setenv(scoring.LOG_ENV, str(log))
+    broken = scoring.score_program("tsp_construct", "def select_next_node(a, b, c, d):\n    return 0\n")
+    missing = scoring.score_program("tsp_construct", "x = 1\n")
+    assert not broken["valid"] and "not an unvisited node" in broken["reason"]
+    assert not missing["valid"] and broken["combined_score"] == scoring.INVALID_SCORE
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [line["valid"] for line in lines] == [False, False] and lines[1]["code"] == "x = 1\n"
