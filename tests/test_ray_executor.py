@@ -2,7 +2,7 @@
 even when a worker or the driver is killed with SIGKILL mid-run.
 
 The replica a worker holds is tested without Ray first; the cluster tests skip when the `ray` extra is
-absent. Runs use the tiny random Llama agent (`tiny_lm:build_tiny_agent`), so a run takes seconds.
+absent. Runs use the tiny random Llama agent (`tiny_lm:build_terse_tiny_agent`), so a run takes seconds.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from coevo.run.ray_executor import MemberReplica, StaleReplica
 from coevo.run.session import start_run
 from coevo.workload import Member
 from test_resume import coevo, committed_steps, show
-from tiny_lm import build_tiny_agent
+from tiny_lm import build_terse_tiny_agent
 
 TESTS = Path(__file__).resolve().parent
 CONFIG = """
 method = "es"
-model = "tiny_lm:build_tiny_agent"
+model = "tiny_lm:build_terse_tiny_agent"
 budget = {budget}
 seed = 3
 population_size = 4
@@ -40,7 +40,7 @@ alpha = 0.1
 kind = "agent"
 env = "gridnav"
 horizon = 2
-episodes = 4
+episodes = 2
 heldout_episodes = 2
 """
 needs_ray = pytest.mark.skipif(
@@ -83,7 +83,7 @@ def test_a_replica_synced_by_history_lines_plays_members_as_the_driver_does(tmp_
     """The worker's side alone: history lines move its weights to the driver's, and member i played alone
     equals member i of the driver's whole generation."""
     config = load_config(write_config(tmp_path, 8))
-    with start_run(config, tmp_path / "driver", build_tiny_agent()) as runner:
+    with start_run(config, tmp_path / "driver", build_terse_tiny_agent()) as runner:
         runner.run()
         lines = [r.to_json() for r in runner.store.es_records()]
         members = [Member("", WeightsRef.of(config.model, 2, p)) for p in runner.engine.ask()]
