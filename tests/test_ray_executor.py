@@ -2,7 +2,7 @@
 even when a worker or the driver is killed with SIGKILL mid-run.
 
 The replica a worker holds is tested without Ray first; the cluster tests skip when the `ray` extra is
-absent. Runs use the tiny random Llama agent (`tiny_lm:build_terse_tiny_agent`), so a run takes seconds.
+absent, and are slow ones (a cluster and several runs each). Runs use the tiny random Llama agent (`tiny_lm:build_terse_tiny_agent`), so a run takes seconds.
 """
 
 from __future__ import annotations
@@ -156,6 +156,7 @@ def ray_run(*args: str, address: str, wait: bool = True):
 
 
 @needs_ray
+@pytest.mark.slow
 def test_a_run_through_ray_equals_the_local_run_bit_for_bit(cluster: str, local_runs, tmp_path: Path):
     expected = local_run(local_runs, tmp_path, 8)
     finished = ray_run("run", str(write_config(tmp_path, 8)), "--run-dir", str(tmp_path / "ray"), address=cluster)
@@ -183,6 +184,7 @@ def kill_a_playing_worker(driver: subprocess.Popen, timeout: float = 180) -> int
 
 
 @needs_ray
+@pytest.mark.slow
 def test_a_worker_killed_mid_generation_has_its_member_replayed(cluster: str, local_runs, tmp_path: Path):
     expected = local_run(local_runs, tmp_path, 16)
     config, run_dir = write_config(tmp_path, 16), tmp_path / "ray"
@@ -198,6 +200,7 @@ def test_a_worker_killed_mid_generation_has_its_member_replayed(cluster: str, lo
 
 
 @needs_ray
+@pytest.mark.slow
 def test_a_driver_killed_mid_run_resumes_on_ray_to_the_same_weights(cluster: str, local_runs, tmp_path: Path):
     expected = local_run(local_runs, tmp_path, 16)
     config, run_dir = write_config(tmp_path, 16), tmp_path / "ray"
