@@ -2,7 +2,8 @@
 even when a worker or the driver is killed with SIGKILL mid-run.
 
 The replica a worker holds is tested without Ray first; the cluster tests skip when the `ray` extra is
-absent, and are slow ones (a cluster and several runs each). Runs use the tiny random Llama agent (`tiny_lm:build_terse_tiny_agent`), so a run takes seconds.
+absent, and are slow ones (a cluster and several runs each). Runs use the terse tiny random Llama agent
+(`tiny_lm:build_terse_tiny_agent`), so a run takes seconds on an idle machine.
 """
 
 from __future__ import annotations
@@ -76,6 +77,15 @@ def rewards(run_dir: Path) -> list[tuple]:
         return [(r.seeds, r.raw_rewards) for r in store.es_records()]
     finally:
         store.close()
+
+
+def assert_ends_as(run_dir: Path, expected: dict) -> None:
+    """The run finished with the local run's weights, and every member earned the same reward."""
+    actual = show(run_dir) | {"rewards": rewards(run_dir)}
+    assert actual["status"] == "finished"
+    assert actual["weights_sha256"] == expected["weights_sha256"]
+    assert actual["rewards"] == expected["rewards"]
+    assert actual["best"] == expected["best"] and actual["evaluations"] == expected["evaluations"]
 
 
 # --- without Ray ---------------------------------------------------------------------------------------
@@ -161,12 +171,18 @@ def test_a_run_through_ray_equals_the_local_run_bit_for_bit(cluster: str, local_
     expected = local_run(local_runs, tmp_path, 8)
     finished = ray_run("run", str(write_config(tmp_path, 8)), "--run-dir", str(tmp_path / "ray"), address=cluster)
     assert finished.returncode == 0, finished.stderr
-    actual = show(tmp_path / "ray") | {"rewards": rewards(tmp_path / "ray")}
-    assert actual["status"] == "finished" and len(actual["rewards"]) == 2
-    assert actual["weights_sha256"] == expected["weights_sha256"]
-    assert actual["rewards"] == expected["rewards"]
-    assert actual["best"] == expected["best"]
+    assert_ends_as(tmp_path / "ray", expected)
+    assert len(expected["rewards"]) == 2 and len({r for _, rs in expected["rewards"] for r in rs}) > 1
     assert "evolved (2 ES updates) success on val" in finished.stdout
+
+
+def ray_run_into_generations(tmp_path: Path, run_dir: Path, address: str) -> subprocess.Popen:
+    """A 4-generation run on the cluster, returned once its held-out step and first generation committed."""
+    driver = ray_run("run", str(write_config(tmp_path, 16)), "--run-dir", str(run_dir), address=address, wait=False)
+    while committed_steps(run_dir) < 2:
+        assert driver.poll() is None, "the run ended before it could be disturbed"
+        time.sleep(0.02)
+    return driver
 
 
 def kill_a_playing_worker(driver: subprocess.Popen, timeout: float = 180) -> int:
@@ -187,34 +203,23 @@ def kill_a_playing_worker(driver: subprocess.Popen, timeout: float = 180) -> int
 @pytest.mark.slow
 def test_a_worker_killed_mid_generation_has_its_member_replayed(cluster: str, local_runs, tmp_path: Path):
     expected = local_run(local_runs, tmp_path, 16)
-    config, run_dir = write_config(tmp_path, 16), tmp_path / "ray"
-    driver = ray_run("run", str(config), "--run-dir", str(run_dir), address=cluster, wait=False)
-    while committed_steps(run_dir) < 2:  # past the held-out measurement, inside the ES generations
-        assert driver.poll() is None, "the run ended before a worker could be killed"
-        time.sleep(0.02)
+    run_dir = tmp_path / "ray"
+    driver = ray_run_into_generations(tmp_path, run_dir, cluster)
     kill_a_playing_worker(driver)
     assert driver.wait(timeout=300) == 0
-    actual = show(run_dir) | {"rewards": rewards(run_dir)}
-    assert actual["weights_sha256"] == expected["weights_sha256"]
-    assert actual["rewards"] == expected["rewards"]
+    assert_ends_as(run_dir, expected)
 
 
 @needs_ray
 @pytest.mark.slow
 def test_a_driver_killed_mid_run_resumes_on_ray_to_the_same_weights(cluster: str, local_runs, tmp_path: Path):
     expected = local_run(local_runs, tmp_path, 16)
-    config, run_dir = write_config(tmp_path, 16), tmp_path / "ray"
-    driver = ray_run("run", str(config), "--run-dir", str(run_dir), address=cluster, wait=False)
-    while committed_steps(run_dir) < 2:
-        assert driver.poll() is None, "the run ended before the driver could be killed"
-        time.sleep(0.02)
+    run_dir = tmp_path / "ray"
+    driver = ray_run_into_generations(tmp_path, run_dir, cluster)
     time.sleep(0.1)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     assert show(run_dir)["status"] != "finished"
     resumed = ray_run("resume", str(run_dir), address=cluster)
     assert resumed.returncode == 0, resumed.stderr
-    actual = show(run_dir) | {"rewards": rewards(run_dir)}
-    assert actual["status"] == "finished"
-    assert actual["weights_sha256"] == expected["weights_sha256"]
-    assert actual["rewards"] == expected["rewards"]
+    assert_ends_as(run_dir, expected)
