@@ -123,8 +123,8 @@ def test_the_ray_executor_is_refused_in_one_line_before_anything_loads(tmp_path:
     assert "\n" not in err and (
         "--executor ray plays the members of the agent workload" in err or "needs the ray extra" in err
     )
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real_find_spec(name, *a))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "ray"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "coevo: error: --executor ray needs the ray extra: pip install 'coevo[ray]'"

@@ -9,15 +9,15 @@ The driver stays the only writer of the run store; an executor only hands evalua
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from coevo.run.config import ConfigError
 from coevo.workload import Evaluation, Member, Workload
 
 if TYPE_CHECKING:
+    from coevo.es.history import UpdateRecord
     from coevo.run.config import RunConfig
-    from coevo.run.store import RunStore
 
 ExecutorName = Literal["local", "ray"]
 EXECUTORS: tuple[ExecutorName, ...] = ("local", "ray")
@@ -27,9 +27,16 @@ class Executor(Protocol):
     """Plays one generation's members and returns their evaluations in member order."""
 
     def evaluate(
-        self, workload: Workload, members: Sequence[Member], *, generation: int, traces: bool
+        self,
+        workload: Workload,
+        members: Sequence[Member],
+        *,
+        generation: int,
+        traces: bool,
+        history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
-        """`workload` is the driver's view of generation `generation`; a remote executor rebuilds it."""
+        """`workload` is the driver's view of generation `generation`; a remote executor rebuilds it, and
+        moves its replicas to the members' weights with the ES records `history(since)` gives."""
         ...
 
     def close(self) -> None:
@@ -41,7 +48,13 @@ class LocalExecutor:
     """Every member in the driver's own process, through the workload itself."""
 
     def evaluate(
-        self, workload: Workload, members: Sequence[Member], *, generation: int, traces: bool
+        self,
+        workload: Workload,
+        members: Sequence[Member],
+        *,
+        generation: int,
+        traces: bool,
+        history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
         return workload.evaluate(members, traces=traces)
 
@@ -64,12 +77,12 @@ def check_executor(name: str, config: RunConfig) -> None:
         )
 
 
-def open_executor(name: str, config: RunConfig, store: RunStore, address: str | None = None) -> Executor:
-    """The executor `name` for a run over `store` (`address`: an existing Ray cluster, else RAY_ADDRESS
-    or a local one)."""
+def open_executor(name: str, config: RunConfig, address: str | None = None) -> Executor:
+    """The executor `name` for a run of `config` (`address`: an existing Ray cluster, else RAY_ADDRESS
+    or a local one); opened before the run's store, so a cluster that cannot be joined leaves nothing."""
     check_executor(name, config)
     if name == "local":
         return LocalExecutor()
     from coevo.run.ray_executor import RayExecutor
 
-    return RayExecutor(config, store.es_records, address)
+    return RayExecutor(config, address)

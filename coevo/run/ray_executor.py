@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from coevo.es.history import UpdateRecord, replay
-from coevo.run.config import RunConfig, validate
+from coevo.run.config import ConfigError, RunConfig, validate
 from coevo.workload import Evaluation, Generational, Member, Workload
 
 MAX_ATTEMPTS = 5
@@ -81,19 +81,21 @@ class RayExecutor:
     def __init__(
         self,
         config: RunConfig,
-        history: Callable[[int], list[UpdateRecord]],
         address: str | None = None,
         workers: int | None = None,
     ) -> None:
         import ray
 
         if not ray.is_initialized():
-            if address or os.environ.get("RAY_ADDRESS"):
-                ray.init(address=address, logging_level="WARNING", log_to_driver=False)
-            else:
-                ray.init(include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+            try:
+                if address or os.environ.get("RAY_ADDRESS"):
+                    ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+                else:
+                    ray.init(include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+            except (ConnectionError, ValueError, RuntimeError) as error:
+                where = address or os.environ.get("RAY_ADDRESS") or "a local instance"
+                raise ConfigError(f"cannot start or join the Ray cluster at {where}: {error}") from None
         self._ray = ray
-        self._history = history
         count = workers or max(int(ray.cluster_resources().get("CPU", 1)), 1)
         actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(MemberReplica)
         data = config.model_dump(mode="json")
@@ -106,7 +108,13 @@ class RayExecutor:
         """Members handed out again after their worker died or had restarted."""
 
     def evaluate(
-        self, workload: Workload, members: Sequence[Member], *, generation: int, traces: bool
+        self,
+        workload: Workload,
+        members: Sequence[Member],
+        *,
+        generation: int,
+        traces: bool,
+        history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
         from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
 
@@ -122,7 +130,7 @@ class RayExecutor:
                 attempts[index] += 1
                 if attempts[index] > MAX_ATTEMPTS:
                     raise RuntimeError(f"member {index} of generation {generation} failed on {MAX_ATTEMPTS} workers")
-                job = self._job(worker, generation, index, members[index], traces)
+                job = self._job(history(self._applied[worker]), generation, index, members[index], traces)
                 running[self.actors[worker].play.remote(*job)] = (worker, index)
             (ref,), _ = ray.wait(list(running), num_returns=1)
             worker, index = running.pop(ref)
@@ -148,9 +156,8 @@ class RayExecutor:
             self._ray.kill(actor)
         self.actors = []
 
-    def _job(self, worker: int, generation: int, index: int, member: Member, traces: bool) -> tuple:
-        lines = tuple(record.to_json() for record in self._history(self._applied[worker]))
-        job = (lines, generation, index, member, traces)
+    def _job(self, records: list[UpdateRecord], generation: int, index: int, member: Member, traces: bool) -> tuple:
+        job = (tuple(record.to_json() for record in records), generation, index, member, traces)
         self.sent_bytes += len(pickle.dumps(job))
         return job
 

@@ -186,7 +186,11 @@ class Runner:
         instances and charge the budget; members beyond the budget are dropped."""
         members = [Member(text, self._weights_ref(p)) for p in perturbations[: self.budget_left]]
         evaluations = self.executor.evaluate(
-            self.generation_workload(), members, generation=self.generation, traces=traces
+            self.generation_workload(),
+            members,
+            generation=self.generation,
+            traces=traces,
+            history=self.store.es_records,
         )
         self.charge(len(members))
         return evaluations

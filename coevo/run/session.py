@@ -54,8 +54,9 @@ def start_run(
     on `executor` (`address`: the Ray cluster to join)."""
     check_executor(executor, config)
     llm = llm or load_llm(config)
+    members = open_executor(executor, config, address)
     store = RunStore.create(run_dir, config.model_dump(mode="json"))
-    return Runner(config, store, run_dir, llm, executor=open_executor(executor, config, store, address))
+    return Runner(config, store, run_dir, llm, executor=members)
 
 
 def resume_run(
@@ -63,7 +64,11 @@ def resume_run(
 ) -> Runner:
     """A runner continuing the run stored in `run_dir` after its last committed step, on `executor`."""
     store = RunStore.open(run_dir)
-    config = validate(store.config)
-    check_executor(executor, config)
+    try:
+        config = validate(store.config)
+        check_executor(executor, config)
+    except ConfigError:
+        store.close()
+        raise
     llm = llm or load_llm(config)
-    return Runner(config, store, run_dir, llm, executor=open_executor(executor, config, store, address))
+    return Runner(config, store, run_dir, llm, executor=open_executor(executor, config, address))

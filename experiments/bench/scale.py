@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
-import os
 import pickle
 import statistics
 import sys
@@ -71,7 +70,8 @@ def open_runner(config, run_dir: Path, workers: int):
     from coevo.run.store import RunStore
 
     store = RunStore.create(run_dir, config.model_dump(mode="json"))
-    runner = Runner(config, store, run_dir, load_llm(config), executor=RayExecutor(config, store.es_records, workers=workers))
+    executor = RayExecutor(config, workers=workers)
+    runner = Runner(config, store, run_dir, load_llm(config), executor=executor)
     runner.run_step()
     return runner
 
@@ -120,7 +120,6 @@ def main() -> None:
 
     population, episodes, rounds = (4, 1, 2) if args.quick else (8, 2, 6)
     config = agent_config(args.model, population, episodes, generations=rounds + 2)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))
     ray.init(num_cpus=3, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     with tempfile.TemporaryDirectory() as scratch:
         one, two = (open_runner(config, Path(scratch) / f"w{w}", w) for w in (1, 2))
