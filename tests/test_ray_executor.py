@@ -131,6 +131,15 @@ def test_the_ray_executor_is_refused_in_one_line_before_anything_loads(tmp_path:
     assert not (tmp_path / "r" / "run.sqlite").exists()
 
 
+@needs_ray
+def test_a_cluster_address_nobody_listens_on_exits_2_before_anything_loads(tmp_path: Path, capsys):
+    config = write_config(tmp_path, 8)
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "ray", "--address", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("coevo: error: cannot reach the Ray cluster at 127.0.0.1:1: ") and "\n" not in err
+    assert not (tmp_path / "r").exists()
+
+
 def test_importing_coevo_does_not_import_ray():
     code = "import sys, coevo.cli, coevo.run.session, coevo.run.ray_executor; print('ray' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import socket
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,6 +24,17 @@ from coevo.workload import Evaluation, Generational, Member, Workload
 
 MAX_ATTEMPTS = 5
 """Times one member is handed out before the generation fails (each lost worker costs one)."""
+
+
+def reachable(address: str | None, seconds: float = 5.0) -> None:
+    """Fail in one line on a HOST:PORT nobody listens on; Ray itself retries such an address for minutes."""
+    host, _, port = (address or "").rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return  # no address (a local instance), "auto", or a client URL: Ray resolves those
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except OSError as error:
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: {error}") from None
 
 
 class StaleReplica(Exception):
@@ -87,6 +99,7 @@ class RayExecutor:
         import ray
 
         if not ray.is_initialized():
+            reachable(address or os.environ.get("RAY_ADDRESS"))
             try:
                 if address or os.environ.get("RAY_ADDRESS"):
                     ray.init(address=address, logging_level="WARNING", log_to_driver=False)

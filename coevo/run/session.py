@@ -13,7 +13,7 @@ from pathlib import Path
 
 from coevo.llm.base import LLM
 from coevo.run.config import ConfigError, RunConfig, validate
-from coevo.run.executor import check_executor, open_executor
+from coevo.run.executor import open_executor
 from coevo.run.runner import Runner
 from coevo.run.store import RunStore
 
@@ -52,9 +52,8 @@ def start_run(
 ) -> Runner:
     """A runner over a new store in `run_dir` (the backend is loaded unless given), playing its members
     on `executor` (`address`: the Ray cluster to join)."""
-    check_executor(executor, config)
-    llm = llm or load_llm(config)
     members = open_executor(executor, config, address)
+    llm = llm or load_llm(config)
     store = RunStore.create(run_dir, config.model_dump(mode="json"))
     return Runner(config, store, run_dir, llm, executor=members)
 
@@ -66,9 +65,8 @@ def resume_run(
     store = RunStore.open(run_dir)
     try:
         config = validate(store.config)
-        check_executor(executor, config)
+        members = open_executor(executor, config, address)
     except ConfigError:
         store.close()
         raise
-    llm = llm or load_llm(config)
-    return Runner(config, store, run_dir, llm, executor=open_executor(executor, config, address))
+    return Runner(config, store, run_dir, llm or load_llm(config), executor=members)
