@@ -134,7 +134,8 @@ def test_the_ray_executor_is_refused_in_one_line_before_anything_loads(tmp_path:
 @needs_ray
 def test_a_cluster_address_nobody_listens_on_exits_2_before_anything_loads(tmp_path: Path, capsys):
     config = write_config(tmp_path, 8)
-    assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "ray", "--address", "127.0.0.1:1"]) == 2
+    nobody = ["--executor", "ray", "--address", "127.0.0.1:1"]
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), *nobody]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("coevo: error: cannot reach the Ray cluster at 127.0.0.1:1: ") and "\n" not in err
     assert not (tmp_path / "r").exists()
