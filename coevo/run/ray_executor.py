@@ -83,9 +83,6 @@ class MemberReplica:
     def weights_sha256(self) -> str | None:
         return None if self.host is None else self.host.weights_sha256()
 
-    def pid(self) -> int:
-        return os.getpid()
-
 
 class RayExecutor:
     """Members on `workers` Ray actors (default: one per CPU of the cluster), scheduled as they come free."""
@@ -159,10 +156,6 @@ class RayExecutor:
                     raise error.as_instanceof_cause() from None
                 self._requeue(queue, worker, index, applied=error.cause.step)
         return [results[index] for index in range(len(members))]
-
-    def weights_sha256(self) -> list[str | None]:
-        """Every worker's replica hash (equal to the driver's after a generation: the sync is exact)."""
-        return self._ray.get([actor.weights_sha256.remote() for actor in self.actors])
 
     def close(self) -> None:
         for actor in self.actors:
