@@ -16,7 +16,10 @@ Figures (targets in TARGETS):
 - A simulated table for 8 to 1024 workers: generation time and bytes per generation for a population of
   4 members per worker, member times lognormal around the measured median member time (sigma 0.5 of the
   log: a few members take twice the median, one in a hundred three times), dynamic scheduling (a member
-  goes to the first free worker, as `ray.wait` does) against a static split of members to workers.
+  goes to the first free worker, as `ray.wait` does) against a static split of members to workers, means
+  over 20 simulated generations. Bytes scale the measured job and history-line sizes: a line lists
+  every member, and every worker receives it, so seed-only bytes grow as members x workers, while a
+  full-weight broadcast grows as workers x model size.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ STRAGGLER_SIGMA = 0.5
 """Spread of the log of a member's time in the simulation."""
 SIM_WORKERS = (8, 16, 32, 64, 128, 256, 512, 1024)
 MEMBERS_PER_WORKER = 4
+SIM_DRAWS = 20
 
 
 def agent_config(model: str, population: int, episodes: int, generations: int):
@@ -99,21 +103,27 @@ def weights_payload_bytes(runner) -> int:
 
 
 def simulate(workers: int, member_seconds: float, job_bytes: float, line_bytes: float, weights_bytes: int, rng):
-    """One generation of 4 members per worker under the lognormal straggler model."""
+    """Generations of 4 members per worker under the lognormal straggler model (means over SIM_DRAWS).
+
+    `line_bytes` is one history line's size per member (a line lists every member's seed and coefficient),
+    `job_bytes` a job's size without its lines."""
     members = MEMBERS_PER_WORKER * workers
-    times = member_seconds * rng.lognormal(0.0, STRAGGLER_SIGMA, members)
-    free = [0.0] * workers
-    for seconds in times:  # dynamic: the next member goes to the first free worker
-        heapq.heappush(free, heapq.heappop(free) + seconds)
-    static = times.reshape(workers, MEMBERS_PER_WORKER).sum(axis=1).max()
-    seed_only = members * job_bytes + workers * line_bytes
+    dynamic, static = [], []
+    for _ in range(SIM_DRAWS):
+        times = member_seconds * rng.lognormal(0.0, STRAGGLER_SIGMA, members)
+        free = [0.0] * workers
+        for seconds in times:  # dynamic: the next member goes to the first free worker
+            heapq.heappush(free, heapq.heappop(free) + seconds)
+        dynamic.append(max(free))
+        static.append(float(times.reshape(workers, MEMBERS_PER_WORKER).sum(axis=1).max()))
+    seed_only = members * job_bytes + workers * members * line_bytes  # every worker gets the new line
     return {
         "workers": workers,
         "members": members,
-        "dynamic_seconds": max(free),
-        "static_seconds": float(static),
+        "dynamic_seconds": statistics.mean(dynamic),
+        "static_seconds": statistics.mean(static),
         "seed_only_bytes": seed_only,
-        "full_weight_bytes": seed_only + workers * weights_bytes,
+        "full_weight_bytes": members * job_bytes + workers * weights_bytes,
     }
 
 
@@ -144,8 +154,9 @@ def main() -> None:
         one.close(), two.close()
     ray.shutdown()
     member_seconds = 1 / statistics.median(samples["one"])  # one worker plays its members one by one
-    job_bytes = seed_bytes / population
-    line_bytes = len(records[-1].to_json())
+    line_bytes = len(pickle.dumps(records[-1].to_json()))
+    job_bytes = (seed_bytes - 2 * line_bytes) / population  # each of the 2 workers got one new line
+    line_bytes /= population
     figures = {
         "seed_sync_bytes_ratio": seed_bytes / (seed_bytes + 2 * weights_bytes),
         "seed_only_bytes_per_generation": seed_bytes,
