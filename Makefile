@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup rl vllm-cpu-check demo test test-slow test-all bench clean
+.PHONY: setup rl ray vllm-cpu-check demo test test-slow test-all bench clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,13 @@ rl: $(VENV)/.rl-done
 
 $(VENV)/.rl-done: $(STAMP)
 	$(PIP) install --quiet -e '.[rl]' 'torch==2.13.0' 'transformers==5.24.0'
+	touch $@
+
+# The `ray` extra (the Ray executor, `--executor ray`); torch and transformers stay at the project's pins.
+ray: $(VENV)/.ray-done
+
+$(VENV)/.ray-done: $(STAMP)
+	$(PIP) install --quiet -e '.[ray]' 'torch==2.13.0' 'transformers==5.24.0'
 	touch $@
 
 # vLLM's community CPU build and the check of the vLLM backend against transformers on SmolLM2. The

@@ -118,6 +118,13 @@ class AgentWorkload:
         share = (time.perf_counter() - started) / max(len(members), 1)
         return [self._evaluation(episodes, traces, share) for episodes in played]
 
+    def evaluate_at(self, index: int, member: Member, *, traces: bool = False) -> Evaluation:
+        """Member `index` of a population played alone: what `evaluate` gives it in any batch, since its
+        sampling is bound to its index, so a remote worker can play it."""
+        started = time.perf_counter()
+        played = self._play(index, member)
+        return self._evaluation(played, traces, time.perf_counter() - started)
+
     def remember(self, texts: Iterable[str]) -> None:
         """Episodes are not cached by text (the weights decide them), so there is nothing to recall."""
 

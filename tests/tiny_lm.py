@@ -69,3 +69,23 @@ def build_tiny_agent(config: Any = None) -> Any:
     tokenizer = build_tiny_tokenizer(GRIDNAV_CORPUS)
     model = build_tiny_llama(len(tokenizer), max_position_embeddings=1024)
     return HFBackend(model, tokenizer, name="tiny-agent")
+
+
+MOVES_CORPUS = ["move up", "move down", "move left", "move right"]
+
+
+def build_terse_tiny_agent(config: Any = None) -> Any:
+    """A random tiny Llama that knows only gridnav's moves and answers at most 4 tokens a turn: nearly every
+    answer is a move, so its episodes are random walks that sometimes reach the goal (rewards vary, and
+    ES updates really move the weights), at 16 times fewer decoding steps than `build_tiny_agent`."""
+    from dataclasses import replace
+
+    from coevo.llm.hf import HFBackend
+
+    class TerseBackend(HFBackend):
+        def generate_each(self, items):
+            return super().generate_each([(m, replace(s, max_new_tokens=min(s.max_new_tokens, 4))) for m, s in items])
+
+    tokenizer = build_tiny_tokenizer(MOVES_CORPUS)
+    model = build_tiny_llama(len(tokenizer), max_position_embeddings=1024)
+    return TerseBackend(model, tokenizer, name="tiny-terse-agent")

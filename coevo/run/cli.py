@@ -15,6 +15,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 
+ExecutorOption = Annotated[
+    str, typer.Option("--executor", metavar="local|ray", help="Where members play: this process, or Ray workers.")
+]
+AddressOption = Annotated[
+    str | None, typer.Option("--address", help="Ray cluster to join (default: RAY_ADDRESS, else a local one).")
+]
+
+
 def register(app: typer.Typer, fail) -> None:
     """Add the runner's commands to the `coevo` app; `fail(message)` raises the CLI's usage error."""
     runs_app = typer.Typer(no_args_is_help=True, help="Inspect and export finished or running runs.")
@@ -27,6 +35,8 @@ def register(app: typer.Typer, fail) -> None:
             list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Override a config key (repeatable).")
         ] = None,
         run_dir: Annotated[Path | None, typer.Option(help="Where the run is stored (default: runs/<name>).")] = None,
+        executor: ExecutorOption = "local",
+        address: AddressOption = None,
     ) -> None:
         """Run a method on a task until the evaluation budget is spent, then validate and report."""
         from coevo.run.config import ConfigError, load_config
@@ -38,20 +48,24 @@ def register(app: typer.Typer, fail) -> None:
             target = run_dir or default_run_dir(config)
             if (target / "run.sqlite").exists():
                 fail(f"{target} already holds a run; use `coevo resume {target}` or another --run-dir")
-            runner = start_run(config, target)
+            runner = start_run(config, target, executor=executor, address=address)
         except (ConfigError, StoreError) as exc:
             fail(str(exc))
         _drive(runner)
 
     @app.command("resume")
-    def resume(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")]) -> None:
+    def resume(
+        run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")],
+        executor: ExecutorOption = "local",
+        address: AddressOption = None,
+    ) -> None:
         """Continue an interrupted run exactly where its last committed step left it."""
         from coevo.run.config import ConfigError
         from coevo.run.session import resume_run
         from coevo.run.store import StoreError
 
         try:
-            runner = resume_run(run_dir)
+            runner = resume_run(run_dir, executor=executor, address=address)
         except (ConfigError, StoreError) as exc:
             fail(str(exc))
         _drive(runner)

@@ -35,6 +35,7 @@ from coevo.operators.ledger import BudgetLedger
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.population import Population, PromptPool, PromptVariant
 from coevo.run.config import ConfigError, RunConfig
+from coevo.run.executor import Executor, LocalExecutor
 from coevo.run.methods import Method, method_class
 from coevo.run.store import RunStore, StoreHistory
 from coevo.workload import Evaluation, Generational, Member, Workload
@@ -46,9 +47,16 @@ class Runner:
     """Runs one config's method step by step over a store, continuing after the store's last step."""
 
     def __init__(
-        self, config: RunConfig, store: RunStore, run_dir: Path, llm: LLM, workload: Workload | None = None
+        self,
+        config: RunConfig,
+        store: RunStore,
+        run_dir: Path,
+        llm: LLM,
+        workload: Workload | None = None,
+        executor: Executor | None = None,
     ) -> None:
-        """`workload` scores the proposals; by default the AHD workload on `config.eval.split`."""
+        """`workload` scores the proposals; by default the AHD workload on `config.eval.split`.
+        `executor` plays the members of `play` (default: in this process)."""
         self.config = config
         self.store = store
         self.run_dir = run_dir
@@ -84,6 +92,7 @@ class Runner:
             self.host = build_host(llm, config)
             self.engine = ESEngine.resume(self._es_config(), self.host, StoreHistory(store, 0))
         self.workload: Workload = workload or self._default_workload()
+        self.executor: Executor = executor or LocalExecutor()
         if (state := store.last_state()) is not None:
             self._restore(state)
 
@@ -94,8 +103,9 @@ class Runner:
         self.close()
 
     def close(self) -> None:
-        """Release the workload's workers and close the store (the run stays resumable)."""
+        """Release the workload's and the executor's workers and close the store (the run stays resumable)."""
         self.workload.close()
+        self.executor.close()
         self.store.close()
 
     # --- the loop ----------------------------------------------------------------------------------
@@ -175,7 +185,13 @@ class Runner:
         """Score members (`text` under perturbation i each; None: the live weights) on this generation's
         instances and charge the budget; members beyond the budget are dropped."""
         members = [Member(text, self._weights_ref(p)) for p in perturbations[: self.budget_left]]
-        evaluations = self.generation_workload().evaluate(members, traces=traces)
+        evaluations = self.executor.evaluate(
+            self.generation_workload(),
+            members,
+            generation=self.generation,
+            traces=traces,
+            history=self.store.es_records,
+        )
         self.charge(len(members))
         return evaluations
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from coevo.llm.base import LLM
 from coevo.run.config import ConfigError, RunConfig, validate
+from coevo.run.executor import open_executor
 from coevo.run.runner import Runner
 from coevo.run.store import RunStore
 
@@ -67,15 +68,26 @@ def default_run_dir(config: RunConfig) -> Path:
     return Path("runs") / f"{config.subject}-{config.method.replace('+', '_')}-s{config.seed}-{stamp}"
 
 
-def start_run(config: RunConfig, run_dir: Path, llm: LLM | None = None) -> Runner:
-    """A runner over a new store in `run_dir` (the backend is loaded unless given)."""
+def start_run(
+    config: RunConfig, run_dir: Path, llm: LLM | None = None, executor: str = "local", address: str | None = None
+) -> Runner:
+    """A runner over a new store in `run_dir` (the backend is loaded unless given), playing its members
+    on `executor` (`address`: the Ray cluster to join)."""
+    members = open_executor(executor, config, address)
     llm = llm or load_llm(config)
     store = RunStore.create(run_dir, config.model_dump(mode="json"))
-    return Runner(config, store, run_dir, llm)
+    return Runner(config, store, run_dir, llm, executor=members)
 
 
-def resume_run(run_dir: Path, llm: LLM | None = None) -> Runner:
-    """A runner continuing the run stored in `run_dir` after its last committed step."""
+def resume_run(
+    run_dir: Path, llm: LLM | None = None, executor: str = "local", address: str | None = None
+) -> Runner:
+    """A runner continuing the run stored in `run_dir` after its last committed step, on `executor`."""
     store = RunStore.open(run_dir)
-    config = validate(store.config)
-    return Runner(config, store, run_dir, llm or load_llm(config))
+    try:
+        config = validate(store.config)
+        members = open_executor(executor, config, address)
+    except ConfigError:
+        store.close()
+        raise
+    return Runner(config, store, run_dir, llm or load_llm(config), executor=members)

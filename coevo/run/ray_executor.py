@@ -1,0 +1,173 @@
+"""The Ray executor: a generation's members played by worker actors that each hold a replica of the model.
+
+Seed-only sync, as OpenAI-ES does it: the driver never ships weights. A worker keeps the base model and
+replays the run's ES history (`coevo.es.history`) into it; a member's job is its index, its weights
+(ES step, seed, sign, sigma) and the history lines this worker has not applied yet, a few hundred bytes
+whatever the model's size. Jobs are handed out as workers come free (`ray.wait`), so a straggler holds
+up only its own member. A worker that dies mid-job is restarted by Ray and its member is queued again;
+episodes are bound to the member's index, so the replayed member scores what it would have scored.
+Only the driver writes the run store.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from coevo.es.history import UpdateRecord, replay
+from coevo.run.config import ConfigError, RunConfig, validate
+from coevo.workload import Evaluation, Generational, Member, Workload
+
+MAX_ATTEMPTS = 5
+"""Times one member is handed out before the generation fails (each lost worker costs one)."""
+
+
+def reachable(address: str | None, seconds: float = 5.0) -> None:
+    """Fail in one line on a HOST:PORT nobody listens on; Ray itself retries such an address for minutes."""
+    host, _, port = (address or "").rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return  # no address (a local instance), "auto", or a client URL: Ray resolves those
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except OSError as error:
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: {error}") from None
+
+
+class StaleReplica(Exception):
+    """A worker's replica is not at the member's ES step (it restarted between jobs); carries its step."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(f"replica holds {step} ES updates")
+        self.step = step
+
+
+class MemberReplica:
+    """What runs on a worker: the run's model, weights host and workload, moved on by history lines.
+
+    Plain Python, so it is tested without Ray; `RayExecutor` runs it as an actor.
+    """
+
+    def __init__(self, config_data: dict[str, Any], threads: int = 1) -> None:
+        import torch
+
+        from coevo.agents import AgentWorkload
+        from coevo.run.runner import build_host
+        from coevo.run.session import load_llm
+
+        torch.set_num_threads(threads)
+        config = validate(config_data)
+        llm = load_llm(config)
+        self.host = build_host(llm, config) if config.uses_weights else None
+        self.workload = AgentWorkload.configured(llm, config.workload, host=self.host, seed=config.seed)
+        self.step = 0
+
+    def play(self, lines: Sequence[str], generation: int, index: int, member: Member, traces: bool) -> Evaluation:
+        """Apply the history lines this replica lacks, then play member `index` of generation `generation`."""
+        records = [UpdateRecord.from_json(line) for line in lines]
+        missing = [r for r in records if r.step >= self.step]
+        if self.host is not None and missing:
+            if missing[0].step != self.step:
+                raise StaleReplica(self.step)
+            replay(self.host, missing)
+            self.step += len(missing)
+        wanted = 0 if member.weights is None else member.weights.step
+        if self.host is not None and self.step != wanted:
+            raise StaleReplica(self.step)
+        workload = self.workload.at_generation(generation)
+        return workload.evaluate_at(index, member, traces=traces)
+
+    def weights_sha256(self) -> str | None:
+        return None if self.host is None else self.host.weights_sha256()
+
+
+class RayExecutor:
+    """Members on `workers` Ray actors (default: one per CPU of the cluster), scheduled as they come free."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        address: str | None = None,
+        workers: int | None = None,
+    ) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            reachable(address or os.environ.get("RAY_ADDRESS"))
+            try:
+                if address or os.environ.get("RAY_ADDRESS"):
+                    ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+                else:
+                    ray.init(include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+            except (ConnectionError, ValueError, RuntimeError) as error:
+                where = address or os.environ.get("RAY_ADDRESS") or "a local instance"
+                raise ConfigError(f"cannot start or join the Ray cluster at {where}: {error}") from None
+        self._ray = ray
+        count = workers or max(int(ray.cluster_resources().get("CPU", 1)), 1)
+        actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(MemberReplica)
+        data = config.model_dump(mode="json")
+        self.actors = [actor.remote(data) for _ in range(count)]
+        self._applied = [0] * count
+        """ES updates each worker is believed to hold: the history lines it is sent start there."""
+        self.sent_bytes = 0
+        """Pickled size of every job handed out so far (what seed-only sync costs)."""
+        self.requeued = 0
+        """Members handed out again after their worker died or had restarted."""
+
+    def evaluate(
+        self,
+        workload: Workload,
+        members: Sequence[Member],
+        *,
+        generation: int,
+        traces: bool,
+        history: Callable[[int], list[UpdateRecord]],
+    ) -> list[Evaluation]:
+        from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
+
+        ray = self._ray
+        queue = deque(range(len(members)))
+        attempts = [0] * len(members)
+        idle = deque(range(len(self.actors)))
+        running: dict[Any, tuple[int, int]] = {}
+        results: dict[int, Evaluation] = {}
+        while queue or running:
+            while queue and idle:
+                worker, index = idle.popleft(), queue.popleft()
+                attempts[index] += 1
+                if attempts[index] > MAX_ATTEMPTS:
+                    raise RuntimeError(f"member {index} of generation {generation} failed on {MAX_ATTEMPTS} workers")
+                job = self._job(history(self._applied[worker]), generation, index, members[index], traces)
+                running[self.actors[worker].play.remote(*job)] = (worker, index)
+            (ref,), _ = ray.wait(list(running), num_returns=1)
+            worker, index = running.pop(ref)
+            idle.append(worker)
+            try:
+                results[index] = ray.get(ref)
+                weights = members[index].weights
+                self._applied[worker] = 0 if weights is None else weights.step
+            except (RayActorError, WorkerCrashedError):
+                self._requeue(queue, worker, index, applied=0)
+            except RayTaskError as error:
+                if not isinstance(error.cause, StaleReplica):
+                    raise error.as_instanceof_cause() from None
+                self._requeue(queue, worker, index, applied=error.cause.step)
+        return [results[index] for index in range(len(members))]
+
+    def close(self) -> None:
+        for actor in self.actors:
+            self._ray.kill(actor)
+        self.actors = []
+
+    def _job(self, records: list[UpdateRecord], generation: int, index: int, member: Member, traces: bool) -> tuple:
+        job = (tuple(record.to_json() for record in records), generation, index, member, traces)
+        self.sent_bytes += len(pickle.dumps(job))
+        return job
+
+    def _requeue(self, queue: deque[int], worker: int, index: int, applied: int) -> None:
+        self._applied[worker] = applied
+        queue.appendleft(index)
+        self.requeued += 1

@@ -1,0 +1,235 @@
+"""The Ray executor: members played on a two-node local cluster end where the local run ends, bit for bit,
+even when a worker or the driver is killed with SIGKILL mid-run.
+
+The replica a worker holds is tested without Ray first; the cluster tests skip when the `ray` extra is
+absent, and are slow ones (a cluster and several runs each). Runs use the terse tiny random Llama agent
+(`tiny_lm:build_terse_tiny_agent`), so a run takes seconds on an idle machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from coevo.candidate import WeightsRef
+from coevo.cli import main
+from coevo.run.config import ConfigError, load_config
+from coevo.run.ray_executor import MemberReplica, StaleReplica
+from coevo.run.session import start_run
+from coevo.workload import Member
+from test_resume import coevo, committed_steps, show
+from tiny_lm import build_terse_tiny_agent
+
+TESTS = Path(__file__).resolve().parent
+CONFIG = """
+method = "es"
+model = "tiny_lm:build_terse_tiny_agent"
+budget = {budget}
+seed = 3
+population_size = 4
+[es]
+sigma = 0.5
+alpha = 0.1
+[workload]
+kind = "agent"
+env = "gridnav"
+horizon = 2
+episodes = 2
+heldout_episodes = 2
+"""
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None, reason="the ray extra is not installed: pip install 'coevo[ray]'"
+)
+
+
+def write_config(tmp_path: Path, budget: int) -> Path:
+    path = tmp_path / f"agent-{budget}.toml"
+    path.write_text(CONFIG.format(budget=budget))
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_runs(tmp_path_factory) -> dict[int, dict]:
+    """The undisturbed local run of each budget, as `coevo runs show --json` reports it (cached)."""
+    return {}
+
+
+def local_run(local_runs: dict[int, dict], tmp_path: Path, budget: int) -> dict:
+    if budget not in local_runs:
+        finished = coevo("run", str(write_config(tmp_path, budget)), "--run-dir", str(tmp_path / f"local-{budget}"))
+        assert finished.returncode == 0, finished.stderr
+        local_runs[budget] = show(tmp_path / f"local-{budget}") | {"rewards": rewards(tmp_path / f"local-{budget}")}
+    return local_runs[budget]
+
+
+def rewards(run_dir: Path) -> list[tuple]:
+    from coevo.run.store import RunStore
+
+    store = RunStore.open(run_dir)
+    try:
+        return [(r.seeds, r.raw_rewards) for r in store.es_records()]
+    finally:
+        store.close()
+
+
+def assert_ends_as(run_dir: Path, expected: dict) -> None:
+    """The run finished with the local run's weights, and every member earned the same reward."""
+    actual = show(run_dir) | {"rewards": rewards(run_dir)}
+    assert actual["status"] == "finished"
+    assert actual["weights_sha256"] == expected["weights_sha256"]
+    assert actual["rewards"] == expected["rewards"]
+    assert actual["best"] == expected["best"] and actual["evaluations"] == expected["evaluations"]
+
+
+# --- without Ray ---------------------------------------------------------------------------------------
+def test_a_replica_synced_by_history_lines_plays_members_as_the_driver_does(tmp_path: Path, one_torch_thread):
+    """The worker's side alone: history lines move its weights to the driver's, and member i played alone
+    equals member i of the driver's whole generation."""
+    config = load_config(write_config(tmp_path, 8))
+    with start_run(config, tmp_path / "driver", build_terse_tiny_agent()) as runner:
+        runner.run()
+        lines = [r.to_json() for r in runner.store.es_records()]
+        members = [Member("", WeightsRef.of(config.model, 2, p)) for p in runner.engine.ask()]
+        driver_view = runner.workload.at_generation(3).evaluate(members, traces=True)
+        driver_sha = runner.weights_sha256()
+    replica = MemberReplica(config.model_dump(mode="json"))
+    assert len(lines) == 2 and replica.weights_sha256() != driver_sha
+    with pytest.raises(StaleReplica, match="holds 1 ES updates"):  # one line short of the members' step
+        replica.play(lines[:1], 3, 2, members[2], True)
+    with pytest.raises(StaleReplica, match="holds 1 ES updates"):  # a gap in the lines it is sent
+        replica.play(lines[2:], 3, 2, members[2], True)
+    played = replica.play(lines, 3, 2, members[2], True)  # the line it already holds is skipped
+    assert replica.weights_sha256() == driver_sha
+    assert played.rewards == driver_view[2].rewards and played.trajectories == driver_view[2].trajectories
+    assert replica.play([], 3, 0, members[0], True).trajectories == driver_view[0].trajectories
+    assert driver_view[0].trajectories != driver_view[2].trajectories, "members differ, or the test proves nothing"
+
+
+def test_the_ray_executor_is_refused_in_one_line_before_anything_loads(tmp_path: Path, capsys, monkeypatch):
+    config = write_config(tmp_path, 8)
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "spark"]) == 2
+    assert "unknown executor 'spark'; choose one of: local, ray" in capsys.readouterr().err
+    ahd = tmp_path / "ahd.toml"
+    ahd.write_text('method = "eoh"\ntask = "tsp_construct"\nbudget = 4\n')
+    assert main(["run", str(ahd), "--run-dir", str(tmp_path / "r"), "--executor", "ray"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and (
+        "--executor ray plays the members of the agent workload" in err or "needs the ray extra" in err
+    )
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "ray"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "coevo: error: --executor ray needs the ray extra: pip install 'coevo[ray]'"
+    assert not (tmp_path / "r" / "run.sqlite").exists()
+
+
+@needs_ray
+def test_a_cluster_address_nobody_listens_on_exits_2_before_anything_loads(tmp_path: Path, capsys):
+    config = write_config(tmp_path, 8)
+    nobody = ["--executor", "ray", "--address", "127.0.0.1:1"]
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), *nobody]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("coevo: error: cannot reach the Ray cluster at 127.0.0.1:1: ") and "\n" not in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_importing_coevo_does_not_import_ray():
+    code = "import sys, coevo.cli, coevo.run.session, coevo.run.ray_executor; print('ray' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+# --- on a two-node local cluster -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and a second node, one CPU each, started and stopped here; workers import tests/ modules."""
+    pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'coevo[ray]'")
+    from ray.cluster_utils import Cluster
+
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), previous]))
+    node = {"num_cpus": 1, "object_store_memory": 80 * 1024**2}
+    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    cluster.add_node(**node)
+    cluster.wait_for_nodes()
+    try:
+        yield cluster.address
+    finally:
+        cluster.shutdown()
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous
+
+
+def ray_run(*args: str, address: str, wait: bool = True):
+    return coevo(*args, "--executor", "ray", "--address", address, wait=wait)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_run_through_ray_equals_the_local_run_bit_for_bit(cluster: str, local_runs, tmp_path: Path):
+    expected = local_run(local_runs, tmp_path, 8)
+    finished = ray_run("run", str(write_config(tmp_path, 8)), "--run-dir", str(tmp_path / "ray"), address=cluster)
+    assert finished.returncode == 0, finished.stderr
+    assert_ends_as(tmp_path / "ray", expected)
+    assert len(expected["rewards"]) == 2 and len({r for _, rs in expected["rewards"] for r in rs}) > 1
+    assert "evolved (2 ES updates) success on val" in finished.stdout
+
+
+def ray_run_into_generations(tmp_path: Path, run_dir: Path, address: str) -> subprocess.Popen:
+    """A 4-generation run on the cluster, returned once its held-out step and first generation committed."""
+    driver = ray_run("run", str(write_config(tmp_path, 16)), "--run-dir", str(run_dir), address=address, wait=False)
+    while committed_steps(run_dir) < 2:
+        assert driver.poll() is None, "the run ended before it could be disturbed"
+        time.sleep(0.02)
+    return driver
+
+
+def kill_a_playing_worker(driver: subprocess.Popen, timeout: float = 180) -> int:
+    """SIGKILL a worker process while it plays a member; returns its pid."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and driver.poll() is None:
+        for process in psutil.process_iter(["pid", "cmdline"]):
+            if any("MemberReplica.play" in part for part in process.info["cmdline"] or ()):
+                os.kill(process.info["pid"], signal.SIGKILL)
+                return process.info["pid"]
+        time.sleep(0.01)
+    raise AssertionError("no worker was seen playing a member before the run ended")
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_worker_killed_mid_generation_has_its_member_replayed(cluster: str, local_runs, tmp_path: Path):
+    expected = local_run(local_runs, tmp_path, 16)
+    run_dir = tmp_path / "ray"
+    driver = ray_run_into_generations(tmp_path, run_dir, cluster)
+    kill_a_playing_worker(driver)
+    assert driver.wait(timeout=300) == 0
+    assert_ends_as(run_dir, expected)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_driver_killed_mid_run_resumes_on_ray_to_the_same_weights(cluster: str, local_runs, tmp_path: Path):
+    expected = local_run(local_runs, tmp_path, 16)
+    run_dir = tmp_path / "ray"
+    driver = ray_run_into_generations(tmp_path, run_dir, cluster)
+    time.sleep(0.1)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    assert show(run_dir)["status"] != "finished"
+    resumed = ray_run("resume", str(run_dir), address=cluster)
+    assert resumed.returncode == 0, resumed.stderr
+    assert_ends_as(run_dir, expected)
