@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
+from transformers import PrinterCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from coevo.llm.base import AGENT_SAMPLING
@@ -87,6 +88,7 @@ class GRPOStepper:
             train_dataset=self._dataset([0] * prompts_per_step),
             processing_class=llm.tokenizer,
         )
+        self.trainer.remove_callback(PrinterCallback)  # each step's metrics go to the run's grpo_history.jsonl
 
     def step(self, seeds: Sequence[int]) -> dict[str, float]:
         """One optimizer step on the first turns of `seeds`; the trainer's logged metrics of that step."""
