@@ -51,7 +51,7 @@ def test_es_runs_two_generations_on_episodes_and_replays_exactly(config: Path, t
     assert len(records_a) == 2, "budget 8 / population 4: two ES updates"
     assert [r.to_json() for r in records_a] == [r.to_json() for r in records_b]
     assert sha_a == sha_b
-    assert heldout_a["before"]["episodes"] == 6 and heldout_a["before"]["weights_step"] == 0
+    assert heldout_a["before"]["episodes"] == 6 and heldout_a["before"]["updates"] == "0 ES updates"
 
 
 def test_a_member_is_scored_per_episode_under_its_own_weights_and_prompt(one_torch_thread):
@@ -122,8 +122,8 @@ def test_the_cli_prints_held_out_success_before_and_after(config: Path, tmp_path
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "base (0 ES updates) success on val: " in out and "95% CI" in out
-    assert "evolved (2 ES updates) success on val: " in out
-    assert "ES changed held-out success by " in out
+    assert "trained (2 ES updates) success on val: " in out
+    assert "2 ES updates changed held-out success by " in out
     assert (tmp_path / "r" / "report.html").exists()
 
 

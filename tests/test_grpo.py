@@ -1,4 +1,5 @@
-"""The `grpo` baseline: refused in one line without the `rl` extra, and a real TRL step on SmolLM2."""
+"""The `grpo` baseline: refused in one line without the `rl` extra; real TRL steps on the tiny random
+Llama (the run, its held-out lines, the refused resume) and on SmolLM2."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from coevo.run.config import load_config
 CONFIG = """
 method = "grpo"
 model = "smollm2-135m"
-budget = 4
+budget = 2
 seed = 0
-population_size = 4
+population_size = 2
 [workload]
 kind = "agent"
 env = "gridnav"
@@ -50,6 +51,26 @@ def test_importing_coevo_and_its_runner_does_not_import_trl():
 
 
 @pytest.mark.slow
+def test_grpo_on_the_tiny_model_trains_reports_its_steps_and_refuses_resume(tmp_path: Path, capsys, one_torch_thread):
+    pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
+    path = tmp_path / "tiny.toml"
+    path.write_text(CONFIG.replace('"smollm2-135m"', '"tiny_lm:build_tiny_agent"').replace("budget = 2", "budget = 4"))
+    run_dir = tmp_path / "r"
+    assert main(["run", str(path), "--run-dir", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "base (0 GRPO steps) success on val: " in out
+    assert "trained (2 GRPO steps) success on val: " in out
+    assert "2 GRPO steps changed held-out success by " in out and "ES updates" not in out
+    logged = [json.loads(line) for line in (run_dir / "grpo_history.jsonl").read_text().splitlines()]
+    assert [entry["generation"] for entry in logged] == [1, 2] and all("loss" in entry for entry in logged)
+
+    assert main(["resume", str(run_dir)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "coevo: error: a grpo run cannot be resumed after its 2 GRPO step(s); start it again"
+    )
+
+
+@pytest.mark.slow
 def test_a_real_grpo_step_on_smollm2_changes_the_weights_and_records_the_run(config: Path, tmp_path: Path):
     pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
     from coevo.run.heldout import record_heldout
@@ -63,8 +84,8 @@ def test_a_real_grpo_step_on_smollm2_changes_the_weights_and_records_the_run(con
         trained_sha = runner.weights_sha256()
         state = runner.store.last_state()
     assert trained_sha != base_sha, "one GRPO step moved the weights"
-    assert state["evaluations"] == 4 and state["weights_sha256"] == trained_sha
-    assert state["heldout"]["before"]["episodes"] == 4
-    assert runner.heldout["after"]["episodes"] == 4
+    assert state["evaluations"] == 2 and state["weights_sha256"] == trained_sha
+    assert state["heldout"]["before"] == {**state["heldout"]["before"], "episodes": 4, "updates": "0 GRPO steps"}
+    assert runner.heldout["after"]["episodes"] == 4 and runner.heldout["after"]["updates"] == "1 GRPO steps"
     (logged,) = [json.loads(line) for line in (tmp_path / "r" / "grpo_history.jsonl").read_text().splitlines()]
     assert logged["generation"] == 1 and "loss" in logged

@@ -16,14 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
+from transformers import PrinterCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from coevo.llm.base import AGENT_SAMPLING
 from tasks.agents import llm_policy, make_env, rollout
-from tasks.agents.rollout import PerRequestLLM
+
+if TYPE_CHECKING:
+    from coevo.llm.hf import HFBackend
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class GRPOStepper:
 
     def __init__(
         self,
-        llm: PerRequestLLM,
+        llm: HFBackend,
         env: str,
         horizon: int,
         prompts_per_step: int,
@@ -55,6 +58,7 @@ class GRPOStepper:
         self.llm, self.env, self.horizon, self.seed = llm, env, horizon, seed
         self.settings = settings
         self.episodes_played = 0
+        _give_a_reference_path(llm.model, output_dir / "reference")
         args = GRPOConfig(
             output_dir=str(output_dir),
             learning_rate=settings.learning_rate,
@@ -84,6 +88,7 @@ class GRPOStepper:
             train_dataset=self._dataset([0] * prompts_per_step),
             processing_class=llm.tokenizer,
         )
+        self.trainer.remove_callback(PrinterCallback)  # each step's metrics go to the run's grpo_history.jsonl
 
     def step(self, seeds: Sequence[int]) -> dict[str, float]:
         """One optimizer step on the first turns of `seeds`; the trainer's logged metrics of that step."""
@@ -113,11 +118,13 @@ class GRPOStepper:
         return [episode.reward for episode in played]
 
     def _dataset(self, seeds: Sequence[int]) -> Dataset:
-        rows = [
-            {"prompt": [{"role": "user", "content": str(make_env(self.env, self.horizon).reset(s))}], "seed": s}
-            for s in seeds
-        ]
+        rows = [{"prompt": self._prompt(s), "seed": s} for s in seeds]
         return Dataset.from_list(rows)
+
+    def _prompt(self, seed: int) -> str:
+        """The first turn's prompt text exactly as coevo's own rollouts render it (chat template or not)."""
+        observation = str(make_env(self.env, self.horizon).reset(seed))
+        return self.llm.render([{"role": "user", "content": observation}])
 
 
 def _text(completion: Any) -> str:
@@ -125,6 +132,15 @@ def _text(completion: Any) -> str:
     if isinstance(completion, list):
         return completion[-1]["content"] if completion else ""
     return str(completion)
+
+
+def _give_a_reference_path(model: Any, directory: Path) -> None:
+    """TRL builds its KL reference model from `model.config`'s path; a model built in memory (the
+    tests' tiny one) has none, so its current weights are saved to `directory` to load it from."""
+    if Path(model.config._name_or_path or "/nonexistent").is_dir():
+        return
+    model.save_pretrained(directory)
+    model.config._name_or_path = str(directory)
 
 
 def _has_cuda() -> bool:

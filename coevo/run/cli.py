@@ -161,7 +161,7 @@ def _held_out(runner, console: Console) -> list[str]:
     if runner.config.workload.kind == "agent":
         from coevo.run.heldout import heldout_lines, record_heldout
 
-        with console.status(f"measuring the evolved weights on the {runner.config.workload.heldout} split"):
+        with console.status(f"measuring the trained weights on the {runner.config.workload.heldout} split"):
             record_heldout(runner, "after")
         return heldout_lines(runner.heldout)
     from coevo.run.validation import validate_best

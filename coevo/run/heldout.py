@@ -1,7 +1,7 @@
-"""Held-out success of an agent run: the live weights on the val or test split, before and after ES.
+"""Held-out success of an agent run: the live weights on the val or test split, before and after training.
 
-Selection only ever sees search episodes; whether ES taught the agent anything is decided on a split it
-never trained on. The base weights are measured when the run starts (generation 0) and the evolved ones
+Selection only ever sees search episodes; whether ES (or GRPO) taught the agent anything is decided on a
+split it never trained on. The base weights are measured when the run starts (generation 0) and the trained ones
 when it ends, both with the same sampling seeds; both travel in the runner's step state, so a resumed
 run still compares against its own start.
 """
@@ -20,8 +20,8 @@ class SuccessRate:
     split: str
     successes: int
     episodes: int
-    weights_step: int
-    """ES updates the measured weights had received."""
+    updates: str
+    """What the measured weights had received, in the method's words ("2 ES updates", "3 GRPO steps")."""
 
     @property
     def rate(self) -> float:
@@ -30,7 +30,7 @@ class SuccessRate:
     def line(self, label: str) -> str:
         low, high = wilson_interval(self.successes, self.episodes)
         return (
-            f"{label} ({self.weights_step} ES updates) success on {self.split}: {self.rate:.3f} "
+            f"{label} ({self.updates}) success on {self.split}: {self.rate:.3f} "
             f"({self.successes}/{self.episodes}; 95% CI {low:.3f}-{high:.3f})"
         )
 
@@ -41,8 +41,7 @@ def heldout_success(runner: Runner) -> SuccessRate:
     if not isinstance(workload, AgentWorkload):
         raise RuntimeError("held-out success is measured on the agent workload only")
     played = workload.heldout_episodes()
-    step = 0 if runner.engine is None else runner.engine.step
-    return SuccessRate(workload.heldout, sum(e.success for e in played), len(played), step)
+    return SuccessRate(workload.heldout, sum(e.success for e in played), len(played), runner.method.updates(runner))
 
 
 def record_heldout(runner: Runner, when: Literal["before", "after"]) -> SuccessRate:
@@ -55,8 +54,8 @@ def record_heldout(runner: Runner, when: Literal["before", "after"]) -> SuccessR
 def heldout_lines(heldout: dict[str, dict[str, Any]]) -> list[str]:
     """Before and after (a runner's `heldout`), each with its interval, and the change in points."""
     figures = {when: SuccessRate(**data) for when, data in heldout.items()}
-    lines = [figures[when].line(label) for when, label in (("before", "base"), ("after", "evolved")) if when in figures]
+    lines = [figures[when].line(label) for when, label in (("before", "base"), ("after", "trained")) if when in figures]
     if {"before", "after"} <= figures.keys():
         change = 100 * (figures["after"].rate - figures["before"].rate)
-        lines.append(f"ES changed held-out success by {change:+.1f} percentage points")
+        lines.append(f"{figures['after'].updates} changed held-out success by {change:+.1f} percentage points")
     return lines

@@ -112,6 +112,10 @@ class Method:
     def restore(self, state: dict[str, Any] | None) -> None:
         """Continue from `state()` of the last committed step."""
 
+    def updates(self, runner: Runner) -> str:
+        """What the live weights have received so far, in this method's words (held-out lines)."""
+        return f"{0 if runner.engine is None else runner.engine.step} ES updates"
+
     def refill(self, runner: Runner) -> bool:
         """With no valid heuristic left, sample a fresh population from scratch; True if it did."""
         if runner.population.members:
@@ -382,6 +386,23 @@ class AgentGRPO(AgentES):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self._stepper = None
+        self.steps = 0
+
+    def updates(self, runner: Runner) -> str:
+        return f"{self.steps} GRPO steps"
+
+    def state(self) -> dict[str, Any]:
+        return {"grpo_steps": self.steps}
+
+    def restore(self, state: dict[str, Any] | None) -> None:
+        """Refused once a step has moved the weights: the ES history cannot replay them, and TRL's
+        optimizer state is not stored (before the first step there is nothing to lose)."""
+        from coevo.run.config import ConfigError
+
+        if state and state["grpo_steps"]:
+            raise ConfigError(
+                f"a grpo run cannot be resumed after its {state['grpo_steps']} GRPO step(s); start it again"
+            )
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
         from coevo.rl.grpo import GRPOSettings, GRPOStepper
@@ -400,6 +421,7 @@ class AgentGRPO(AgentES):
         metrics = self._stepper.step(list(runner.generation_workload().seeds))
         with open(runner.run_dir / "grpo_history.jsonl", "a", encoding="utf-8") as log:
             log.write(json.dumps({"generation": runner.generation, **metrics}) + "\n")
+        self.steps += 1
         runner.charge(self.config.population_size)
 
 
