@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from coevo.candidate import Candidate
+from coevo.credit import group_residuals
 from coevo.operators.constants import tunable_values
 from coevo.operators.eoh import ProposalRequest
 from coevo.operators.records import Parent, TextProposal, direction
@@ -223,7 +224,7 @@ class Coevo(Method):
         by_variant: dict[str, list[float]] = defaultdict(list)
         for variant, reward in zip(variants, rewards, strict=True):
             by_variant[variant.id].append(reward)
-        residuals = [r - sum(by_variant[v.id]) / len(by_variant[v.id]) for v, r in zip(variants, rewards, strict=True)]
+        residuals = group_residuals([v.id for v in variants], rewards)
         runner.tell(members[: len(children)], residuals)
         runner.prompts.record(by_variant)
         population.add(children)
@@ -335,7 +336,7 @@ class Skills(AgentSkills):
     phases = ("skills",)
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
-        evaluations = self.skills.play(runner, [None] * self.config.population_size)
+        evaluations, _ = self.skills.play(runner, [None] * self.config.population_size)
         self.skills.learn(runner, failed_trajectories(runner.generation, evaluations))
 
 
@@ -349,8 +350,8 @@ class AgentCoevo(MembersArePopulation, AgentSkills):
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
         members = runner.engine.ask()
-        evaluations = self.skills.play(runner, members)
-        runner.tell(members[: len(evaluations)], [e.reward for e in evaluations])
+        evaluations, residuals = self.skills.play(runner, members)
+        runner.tell(members[: len(evaluations)], residuals)
         self.skills.learn(runner, failed_trajectories(runner.generation, evaluations))
 
 
@@ -362,8 +363,8 @@ class ESThenSkills(AgentCoevo):
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
         members = runner.engine.ask()
-        evaluations = self.skills.play(runner, members)
-        runner.tell(members[: len(evaluations)], [e.reward for e in evaluations])
+        evaluations, residuals = self.skills.play(runner, members)
+        runner.tell(members[: len(evaluations)], residuals)
         self.skills.trajectories += failed_trajectories(runner.generation, evaluations)
         if not runner.budget_left:
             self.skills.learn(runner, self.skills.trajectories)

@@ -170,11 +170,16 @@ class Runner:
         return candidates
 
     def play(
-        self, perturbations: Sequence[Perturbation | None], text: str = "", traces: bool = False
+        self, perturbations: Sequence[Perturbation | None], text: str | Sequence[Member] = "", traces: bool = False
     ) -> list[Evaluation]:
-        """Score members (`text` under perturbation i each; None: the live weights) on this generation's
-        instances and charge the budget; members beyond the budget are dropped."""
-        members = [Member(text, self._weights_ref(p)) for p in perturbations[: self.budget_left]]
+        """Score members (`text`, or member i's own text `text[i]`, under perturbation i each; None: the
+        live weights) on this generation's instances and charge the budget; members beyond the budget
+        are dropped."""
+        shown = [Member(text)] * len(perturbations) if isinstance(text, str) else text
+        members = [
+            replace(view, weights=self._weights_ref(p))
+            for view, p in zip(shown, perturbations[: self.budget_left], strict=False)
+        ]
         evaluations = self.generation_workload().evaluate(members, traces=traces)
         self.charge(len(members))
         return evaluations
