@@ -2,9 +2,9 @@
 
 Each generation the members play the generation's episodes with the current library rendered as
 their instruction text, each member shown its own half of it so every skill's effect is measured
-against its absence (`coevo.skills.credit`); the failed trajectories are analysed into a few edits, and an edit is kept
-only if its lesson recurred in two or more trajectories and the library with it strictly beats the
-library without it on a fixed held-out batch (val episodes under the live weights). Refused edits are
+against its absence (`coevo.skills.credit`); the failed trajectories are analysed into a few edits,
+and an edit is kept only if its lesson recurred in two or more trajectories and the library with it
+strictly beats the library without it on a fixed held-out batch (val episodes under the live weights). Refused edits are
 buffered and shown to the proposer. The `skills`, agent `coevo` and `es-then-skills` methods differ
 only in what weights the members carry and when the loop learns; this module is their shared part.
 """
@@ -60,13 +60,16 @@ class SkillLoop:
     def rendered(self, runner: Runner) -> tuple[str, list[str]]:
         return render_prompt(by_credit(self.library), runner.config.skills.prompt_tokens)
 
-    def play(self, runner: Runner, perturbations: Sequence[Perturbation | None]) -> tuple[list[Evaluation], list[float | None]]:
+    def play(
+        self, runner: Runner, perturbations: Sequence[Perturbation | None]
+    ) -> tuple[list[Evaluation], list[float | None]]:
         """The members' evaluations, each member shown its own subset of the library (`shown_to`), and
         the rewards ES is told: each member's reward less its skills' estimated effects. The shown
         skills' uses and credit are updated from the rewards."""
         settings = runner.config.skills
         ranked = by_credit(self.library)
-        subsets = shown_to([s.name for s in ranked], len(perturbations), runner.config.seed, runner.generation, settings.show_share)
+        names = [s.name for s in ranked]
+        subsets = shown_to(names, len(perturbations), runner.config.seed, runner.generation, settings.show_share)
         views, shown = zip(*(member_view([s for s in ranked if s.name in subset], settings) for subset in subsets))
         evaluations = runner.play(perturbations, views, traces=True)
         valid = [i for i, e in enumerate(evaluations) if e.reward is not None]
@@ -127,9 +130,11 @@ def member_view(skills: Sequence[Skill], settings: SkillsSettings) -> tuple[Memb
         text, names = render_prompt(skills, settings.prompt_tokens)
         return Member(text), frozenset(names)
     k, budget = settings.retrieve, settings.prompt_tokens
-    return Member("", retrieve=lambda observation: render_prompt(retrieved(skills, observation, k), budget)[0]), frozenset(
-        s.name for s in skills
-    )
+
+    def text_for(observation: str) -> str:
+        return render_prompt(retrieved(skills, observation, k), budget)[0]
+
+    return Member("", retrieve=text_for), frozenset(s.name for s in skills)
 
 
 def heldout_score(runner: Runner, library: Library) -> float:

@@ -18,11 +18,13 @@ from coevo.skills.skill import Skill
 K1 = 1.2
 B = 0.75
 _WORD = re.compile(r"[a-z0-9]+")
+STOP_WORDS = frozenset("a an and are as at be by for from if in is it of on or the then to when with you your".split())
+"""Words too common in prompts to tell skills apart."""
 
 
 def words(text: str) -> list[str]:
-    """Lower-case alphanumeric words; a skill name's hyphens separate words."""
-    return _WORD.findall(text.lower())
+    """Lower-case alphanumeric words but stop words; a skill name's hyphens separate words."""
+    return [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
 
 
 def relevance(skills: Sequence[Skill], query: str) -> list[float]:
