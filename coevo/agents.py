@@ -97,9 +97,9 @@ class AgentWorkload:
         """The same workload over a split's verified instances (its first `limit`; None: all of them)."""
         return self.on(verify_split(self.env, split, self.horizon)[:limit], split)
 
-    def heldout_episodes(self) -> list[Episode]:
-        """The live weights (no prompt text) on the held-out split's verified instances."""
-        (played,) = self.on_split(self.heldout, self.heldout_limit).episodes([Member("")])
+    def heldout_episodes(self, member: Member = Member("")) -> list[Episode]:
+        """`member`'s text under the live weights on the held-out split's verified instances."""
+        (played,) = self.on_split(self.heldout, self.heldout_limit).episodes([replace(member, weights=None)])
         return played
 
     def episodes(self, members: Sequence[Member]) -> list[list[Episode]]:

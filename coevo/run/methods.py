@@ -37,6 +37,7 @@ from coevo.population import PromptVariant, as_parent
 from coevo.run.library import library_codes
 from coevo.skills.loop import SkillLoop, failed_trajectories
 from coevo.skills.pinning import LibraryChanged
+from coevo.workload import Member
 
 if TYPE_CHECKING:
     from coevo.run.config import RunConfig
@@ -105,6 +106,10 @@ class Method:
     def initial_prompt(self) -> PromptVariant:
         templates = default_templates()
         return PromptVariant(prompt_id(templates, ""), templates)
+
+    def heldout_view(self, runner: Runner) -> tuple[Member, str] | None:
+        """(the text held-out episodes are played with, how reports name it); None: no text."""
+        return None
 
     # State a method carries across steps beyond the runner's (committed with each step).
     def state(self) -> dict[str, Any] | None:
@@ -315,7 +320,14 @@ class AgentSkills(Method):
         self.skills = SkillLoop()
 
     def initialise(self, runner: Runner) -> None:
+        """Pin the starting library, then measure it with the base weights on the held-out split."""
+        from coevo.run.heldout import record_heldout
+
         self.skills.start(runner)
+        record_heldout(runner, "before")
+
+    def heldout_view(self, runner: Runner) -> tuple[Member, str]:
+        return self.skills.heldout_view(runner)
 
     def state(self) -> dict[str, Any]:
         return self.skills.state()

@@ -84,6 +84,12 @@ class SkillLoop:
                 es_rewards[i] = residual
         return evaluations, es_rewards
 
+    def heldout_view(self, runner: Runner) -> tuple[Member, str]:
+        """The whole library as held-out episodes see it, and its name in reports: hash and skills."""
+        view, _ = member_view(by_credit(self.library), runner.config.skills)
+        names = ", ".join(self.library) or "empty"
+        return view, f"{self.library.hash[:12]} ({names})"
+
     def learn(self, runner: Runner, failed: Sequence[tuple[str, Trajectory]]) -> None:
         """Propose edits from `failed` trajectories, admit the ones the gates pass, export the library."""
         settings = runner.config.skills
