@@ -93,21 +93,32 @@ class Spent:
 
 @contextmanager
 def counting() -> Iterator[Spent]:
-    """Count every episode and turn the agent workload plays while the block runs."""
-    spent, original = Spent(), AgentWorkload.episodes
+    """Count every episode and turn the agent workload plays while the block runs, but the held-out
+    measurements (the same for every method)."""
+    spent, original, heldout = Spent(), AgentWorkload.episodes, AgentWorkload.heldout_episodes
+    measuring = False
 
     def episodes(self, members):
         played = original(self, members)
-        for member_episodes in played:
-            spent.episodes += len(member_episodes)
-            spent.turns += sum(len(e.turns) for e in member_episodes)
+        if not measuring:
+            for member_episodes in played:
+                spent.episodes += len(member_episodes)
+                spent.turns += sum(len(e.turns) for e in member_episodes)
         return played
 
-    AgentWorkload.episodes = episodes
+    def heldout_episodes(self, *args, **kwargs):
+        nonlocal measuring
+        measuring = True
+        try:
+            return heldout(self, *args, **kwargs)
+        finally:
+            measuring = False
+
+    AgentWorkload.episodes, AgentWorkload.heldout_episodes = episodes, heldout_episodes
     try:
         yield spent
     finally:
-        AgentWorkload.episodes = original
+        AgentWorkload.episodes, AgentWorkload.heldout_episodes = original, heldout
 
 
 def one_run(method: str, seed: int, settings: Settings, model: str, workdir: Path, llm=None) -> dict:
@@ -174,8 +185,8 @@ def summarise(runs: list[dict]) -> dict:
             differences = [by_arm["coevo"][s]["after"] - by_arm[NO_SKILL][s]["after"] for s in seeds]
             row["vs_no_skill"] = {"differences": differences, "sentence": compare_paired(differences).sentence()}
         arms[arm] = row
-    best = max(arms, key=lambda a: arms[a]["mean"])
-    return {"arms": arms, "best": best}
+    top = max(row["mean"] for row in arms.values())
+    return {"arms": arms, "best": [arm for arm, row in arms.items() if row["mean"] == top]}
 
 
 def markdown(summary: dict, settings: Settings, model: str) -> str:
@@ -194,7 +205,10 @@ def markdown(summary: dict, settings: Settings, model: str) -> str:
             f"| {arm} | {row['mean']:.3f} +- {row['std']:.3f} | {row['episodes']:.0f} | {row['llm_calls']:.0f} "
             f"| {versus} | {coevo} |"
         )
-    lines += ["", f"Highest mean: {summary['best']}."]
+    best = summary["best"]
+    verdict = f"Highest mean: {best[0]}." if len(best) == 1 else f"Tied for the highest mean: {', '.join(best)}."
+    lines += ["", verdict, "Episodes and LLM calls: what each run spent (search episodes, skill gates,"
+              " agent turns, trajectory analyses), held-out measurements not counted."]
     return "\n".join(lines) + "\n"
 
 
