@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from coevo.credit import additive_residuals, effects_against_absence, group_residuals
-from coevo.run.config import load_config
+from coevo.run.config import RunConfig, load_config
 from coevo.run.session import start_run
 from coevo.skills.credit import shown_to
 from test_skills_methods import CONFIG, MARKER, FakeAgentLLM
@@ -49,16 +50,22 @@ def test_one_skill_is_the_two_variant_split_and_additive_effects_are_removed():
     assert effects_against_absence([{"a"}, {"a"}], [1.0, 0.0]) == {}, "shown to all: no contrast, no estimate"
 
 
-def test_a_helpful_skill_earns_positive_credit_and_a_harmful_one_negative(tmp_path: Path):
+def config_with_library(tmp_path: Path, lessons: Iterable[tuple[str, str, str]], *overrides: str) -> RunConfig:
+    """The skills test config (`CONFIG`) starting from a library of (name, description, body) text skills."""
     library = tmp_path / "lib"
-    for name, body in (("step-to-goal", f"{MARKER}: step toward the goal."), ("stand-still", f"{HARM}.")):
+    for name, description, body in lessons:
         (library / name).mkdir(parents=True)
-        (library / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: a lesson\n---\n{body}\n")
+        (library / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}\n")
     (tmp_path / "c.toml").write_text(CONFIG)
-    config = load_config(
-        tmp_path / "c.toml",
-        [f"skills.library={json.dumps(str(library))}", "population_size=6", "budget=12", "skills.max_edits=1"],
-    )
+    return load_config(tmp_path / "c.toml", [f"skills.library={json.dumps(str(library))}", *overrides])
+
+
+def test_a_helpful_skill_earns_positive_credit_and_a_harmful_one_negative(tmp_path: Path):
+    lessons = [
+        ("step-to-goal", "a lesson", f"{MARKER}: step toward the goal."),
+        ("stand-still", "a lesson", f"{HARM}."),
+    ]
+    config = config_with_library(tmp_path, lessons, "population_size=6", "budget=12", "skills.max_edits=1")
     with start_run(config, tmp_path / "run", HarmedAgentLLM()) as runner:
         runner.run()
         skills = runner.method.skills.library

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from coevo.report import write_report
-from coevo.run.config import load_config
 from coevo.run.heldout import heldout_lines, record_heldout
 from coevo.run.session import start_run
 from coevo.run.store import RunStore
 from coevo.skills.history import library_history
-from test_skills_methods import CONFIG, FakeAgentLLM
+from test_skills_credit import config_with_library
+from test_skills_methods import FakeAgentLLM
 
 
 def test_report_shows_the_library_history_and_the_library_held_out_success_was_measured_with(tmp_path: Path):
-    start = tmp_path / "lib" / "stand-still"
-    start.mkdir(parents=True)
-    (start / "SKILL.md").write_text("---\nname: stand-still\ndescription: a lesson\n---\nLook around first.\n")
-    (tmp_path / "c.toml").write_text(CONFIG)
-    config = load_config(tmp_path / "c.toml", [f"skills.library={json.dumps(str(start.parent))}"])
+    config = config_with_library(tmp_path, [("stand-still", "a lesson", "Look around first.")])
     with start_run(config, tmp_path / "run", FakeAgentLLM()) as runner:
         runner.run()
         record_heldout(runner, "after")

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from coevo.run.config import load_config
 from coevo.run.session import start_run
 from coevo.skills import Skill, whitespace_tokens
 from coevo.skills.loop import member_view
 from coevo.skills.retrieve import retrieved
 from coevo.skills.settings import SkillsSettings
-from test_skills_credit import HARM, HarmedAgentLLM
-from test_skills_methods import CONFIG, MARKER
+from test_skills_credit import HARM, HarmedAgentLLM, config_with_library
+from test_skills_methods import MARKER
 
 
 def skill(name: str, description: str, body: str = "Do it.") -> Skill:
@@ -57,19 +55,11 @@ class RecordingAgent(HarmedAgentLLM):
 
 
 def test_a_run_with_retrieval_shows_each_observation_only_its_relevant_skills(tmp_path: Path):
-    library = tmp_path / "lib"
-    lessons = (
+    lessons = [
         ("step-to-goal", "when the goal is on another row or column", MARKER),
         ("sudoku-freeze", "sudoku digits", HARM),
-    )
-    for name, description, body in lessons:
-        (library / name).mkdir(parents=True)
-        (library / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}\n")
-    (tmp_path / "c.toml").write_text(CONFIG)
-    config = load_config(
-        tmp_path / "c.toml",
-        [f"skills.library={json.dumps(str(library))}", "skills.retrieve=1", "skills.show_share=1.0", "budget=2"],
-    )
+    ]
+    config = config_with_library(tmp_path, lessons, "skills.retrieve=1", "skills.show_share=1.0", "budget=2")
     agent = RecordingAgent()
     with start_run(config, tmp_path / "run", agent) as runner:
         runner.run()
