@@ -242,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.of(args.quick, args.seeds)
     model = args.model or (TINY_MODEL if args.quick else "smollm2-135m")
     if model == TINY_MODEL:
+        import torch
+
         sys.path.insert(0, str(REPO / "tests"))
+        torch.set_num_threads(1)  # tiny matrices: more threads only spin on a shared CPU
     runs = []
     with tempfile.TemporaryDirectory() as scratch:
         for seed in range(settings.seeds):
