@@ -97,9 +97,9 @@ class AgentWorkload:
         """The same workload over a split's verified instances (its first `limit`; None: all of them)."""
         return self.on(verify_split(self.env, split, self.horizon)[:limit], split)
 
-    def heldout_episodes(self) -> list[Episode]:
-        """The live weights (no prompt text) on the held-out split's verified instances."""
-        (played,) = self.on_split(self.heldout, self.heldout_limit).episodes([Member("")])
+    def heldout_episodes(self, member: Member = Member("")) -> list[Episode]:
+        """`member`'s text under the live weights on the held-out split's verified instances."""
+        (played,) = self.on_split(self.heldout, self.heldout_limit).episodes([replace(member, weights=None)])
         return played
 
     def episodes(self, members: Sequence[Member]) -> list[list[Episode]]:
@@ -132,7 +132,7 @@ class AgentWorkload:
         """Environments hold no workers."""
 
     def _play(self, index: int, member: Member) -> list[Episode]:
-        policy = _prefixed(llm_policy(self.llm, self.sampling, member_sampling_seed(self.seed, index)), member.text)
+        policy = _prefixed(llm_policy(self.llm, self.sampling, member_sampling_seed(self.seed, index)), member)
         with self._weights_of(member.weights):
             return rollout(self.env, list(self.seeds), policy, horizon=self.horizon)
 
@@ -158,7 +158,7 @@ class AgentWorkload:
         def policy(prompts: list[Prompt]) -> list:
             rows = [p.episode // count for p in prompts]
             items = [
-                turn_request(_with_prefix(members[m].text, p), self.sampling, roots[m])
+                turn_request(_with_prefix(members[m], p), self.sampling, roots[m])
                 for p, m in zip(prompts, rows, strict=True)
             ]
             step = chunk or len(items)
@@ -198,18 +198,19 @@ def member_sampling_seed(seed: int, index: int) -> int:
     return int.from_bytes(digest, "big") >> 1
 
 
-def _prefixed(policy: Policy, text: str) -> Policy:
+def _prefixed(policy: Policy, member: Member) -> Policy:
     """`policy` with the member's text before every observation (episode seed and turn kept)."""
-    if not text:
+    if not member.text and member.retrieve is None:
         return policy
 
     def with_prefix(prompts: list[Prompt]) -> Sequence:
-        return policy([_with_prefix(text, p) for p in prompts])
+        return policy([_with_prefix(member, p) for p in prompts])
 
     return with_prefix
 
 
-def _with_prefix(text: str, prompt: Prompt) -> Prompt:
+def _with_prefix(member: Member, prompt: Prompt) -> Prompt:
+    text = member.text_for(str(prompt))
     return prompt.with_text(f"{text}\n\n{prompt}") if text else prompt
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from html import escape
@@ -24,7 +25,10 @@ from matplotlib.ticker import MaxNLocator
 
 from coevo.candidate import Candidate
 from coevo.es.history import UpdateRecord
+from coevo.run.heldout import heldout_lines
 from coevo.run.store import RunStore, StoredTrajectory
+from coevo.skills.history import LibraryAt, library_history
+from coevo.skills.library import Library
 from coevo.run.validation import Validation
 from tasks import get_task
 
@@ -76,6 +80,9 @@ def render_report(store: RunStore) -> str:
         _section("How the prompts changed", _prompt_changes(store, state)),
         _section("Episodes", _episodes(store.trajectories())),
     ]
+    history = library_history(store.states())
+    if history:
+        sections.insert(-1, _section("Skill library", _skill_library(store, history)))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n"
@@ -371,6 +378,49 @@ def _episodes(stored: Sequence[StoredTrajectory]) -> str:
 
 
 # --- HTML pieces -----------------------------------------------------------------------------------
+def _skill_library(store: RunStore, history: Sequence[LibraryAt]) -> str:
+    """Held-out success with the library it was measured with, the library's edits generation by
+    generation, and each skill's credit and uses as they stood after every generation."""
+    figures = (store.last_state() or {}).get("heldout", {})
+    try:
+        figures = json.loads(store.meta("heldout"))
+    except KeyError:
+        pass
+    lines = "".join(f"<li>{escape(line)}</li>" for line in heldout_lines(figures))
+    measured = f"<h3>Held-out success</h3><ul>{lines}</ul>" if lines else ""
+    changes = _table(
+        (
+            (
+                at.generation,
+                len(at.library),
+                ", ".join(at.added) or "-",
+                ", ".join(at.removed) or "-",
+                "; ".join(f"{e.op}: {e.summary}" for e in at.edits) or "-",
+            )
+            for at in history
+        ),
+        ("generation", "skills", "added", "removed", "edits (add, replace-section, merge, delete)"),
+    )
+    names = sorted({name for at in history for name in at.library})
+
+    def cell(library: Library, name: str) -> str:
+        if name not in library:
+            return "-"
+        meta = library[name].meta
+        credit = "no estimate" if meta.credit is None else f"{meta.credit:+.3g}"
+        return f"{credit} ({meta.uses} uses)"
+
+    credit = _table(
+        ((name, *(cell(at.library, name) for at in history)) for name in names),
+        ("skill", *(f"gen {at.generation}" for at in history)),
+    )
+    note = (
+        '<p class="note">Credit: mean reward of the members shown the skill minus that of the members '
+        "not shown it, averaged over the generations that had both.</p>"
+    )
+    return measured + "<h3>Changes</h3>" + changes + "<h3>Credit and uses</h3>" + note + credit
+
+
 def _section(title: str, body: str) -> str:
     return f"<section><h2>{escape(title)}</h2>\n{body}\n</section>"
 

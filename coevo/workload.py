@@ -12,7 +12,7 @@ The natural-sign figures (`objective`, `gap_pct`) travel along for reports and t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -29,6 +29,12 @@ class Member:
 
     text: str
     weights: WeightsRef | None = None
+    retrieve: Callable[[str], str] | None = None
+    """Instance-dependent text (skill retrieval): given an observation, the text to show with it;
+    None: `text` for every instance. Only workloads that show text before observations read it."""
+
+    def text_for(self, observation: str) -> str:
+        return self.text if self.retrieve is None else self.retrieve(observation)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import coevo
 from coevo.cli import main
 
 CONFIG = """
@@ -71,7 +72,7 @@ def test_missing_config_and_unreadable_run_dirs_exit_2(tmp_path: Path, capsys: p
 
 
 def test_run_show_export_and_refuse_to_overwrite(
-    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run_dir = tmp_path / "run"
     assert main(["run", str(config), "--run-dir", str(run_dir), "--set", "seed=4"]) == 0
@@ -88,7 +89,11 @@ def test_run_show_export_and_refuse_to_overwrite(
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert db.execute("SELECT json_extract(value, '$.seed') FROM meta WHERE key = 'config'").fetchone()[0] == 4
 
-    assert main(["runs", "export", str(run_dir), "--to", str(tmp_path / "lib"), "--name", "demo"]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs", "export", str(run_dir), "--name", "demo"]) == 0
+    assert Path(capsys.readouterr().out.strip()).resolve() == tmp_path / "skills" / "tsp_construct__demo.py"
+    assert not list((Path(coevo.__file__).parents[1] / "heuristics").rglob("*__demo.py")), "never inside the package"
+    assert main(["runs", "export", str(run_dir), "--out", str(tmp_path / "lib"), "--name", "demo"]) == 0
     exported = Path(capsys.readouterr().out.strip())
     assert exported == tmp_path / "lib" / "tsp_construct__demo.py"
     text = exported.read_text()

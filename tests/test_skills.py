@@ -150,14 +150,14 @@ def test_edits_return_new_libraries_and_are_logged():
 def test_merge_keeps_content_and_combines_bookkeeping():
     library = Library(
         [
-            text_skill("a", sources=("t1",), uses=3, credit=1.0, generation=2, last_used=5),
-            text_skill("b", body="# X\ny\n", sources=("t2", "t1"), uses=1, credit=-1.0, generation=1, last_used=7),
+            text_skill("a", sources=("t1",), uses=5, credit=1.0, estimates=3, generation=2, last_used=5),
+            text_skill("b", body="# X\ny\n", sources=("t2", "t1"), uses=1, credit=-1.0, estimates=1, generation=1, last_used=7),
         ]
     )
     merged = apply_edit(library, MergeSkills("a", "b"))["a"]
     assert list(apply_edit(library, MergeSkills("a", "b"))) == ["a"]
     assert merged.skill_md == library["a"].skill_md
-    assert merged.meta == SkillMeta(("t1", "t2"), None, 1, 4, 7, 0.5)
+    assert merged.meta == SkillMeta(("t1", "t2"), None, 1, 6, 7, 0.5, 4)  # credit weighted by estimates
 
 
 @pytest.mark.parametrize(

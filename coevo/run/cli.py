@@ -112,7 +112,9 @@ def register(app: typer.Typer, fail) -> None:
     def export(
         run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A finished run directory.")],
         name: Annotated[str | None, typer.Option(help="Library name (default: method, seed and code hash).")] = None,
-        to: Annotated[Path | None, typer.Option(help="Directory to write to (default: heuristics/evolved).")] = None,
+        to: Annotated[
+            Path | None, typer.Option("--out", "--to", help="Directory to write to (default: ./skills).")
+        ] = None,
     ) -> None:
         """Add the run's best heuristic to the skill library with its provenance."""
         from coevo.run.export import ExportError, export_best

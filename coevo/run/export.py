@@ -1,8 +1,9 @@
 """`coevo runs export`: a run's answer joins the skill library, with where it came from.
 
 The file is the heuristic's code under a comment header holding its provenance as JSON (run, method,
-config seed, objectives, weights reference, lineage), so `library = "all"` runs can start from it and a
-reader can trace it back to the run that wrote it.
+config seed, objectives, weights reference, lineage), so a reader can trace it back to the run that
+wrote it. It goes to a directory of the user's (default `./skills/`), never inside the installed
+package: copy it to `heuristics/evolved/` to have `library = "all"` runs start from it.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import json
 import re
 from pathlib import Path
 
-from coevo.run.library import EVOLVED_DIR
 from coevo.run.store import RunStore
 
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
+DEFAULT_DIR = Path("skills")
+"""Where an export goes without `--out`: relative to the working directory."""
 
 
 class ExportError(Exception):
@@ -51,7 +53,7 @@ def export_best(run_dir: Path, name: str | None = None, directory: Path | None =
         "thought": best["thought"],
     }
     header = "\n".join(f"# {line}" for line in json.dumps(provenance, indent=1).splitlines())
-    target_dir = directory or EVOLVED_DIR
+    target_dir = directory or DEFAULT_DIR
     target_dir.mkdir(parents=True, exist_ok=True)
     path = target_dir / f"{config['task']}__{name}.py"
     path.write_text(

@@ -8,12 +8,14 @@ run still compares against its own start.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from coevo.agents import AgentWorkload
 from coevo.run.runner import Runner
 from coevo.stats import wilson_interval
+from coevo.workload import Member
 
 @dataclass(frozen=True)
 class SuccessRate:
@@ -22,6 +24,8 @@ class SuccessRate:
     episodes: int
     updates: str
     """What the measured weights had received, in the method's words ("2 ES updates", "3 GRPO steps")."""
+    library: str | None = None
+    """The skill library shown with every observation (hash and skill names); None: no text."""
 
     @property
     def rate(self) -> float:
@@ -29,25 +33,35 @@ class SuccessRate:
 
     def line(self, label: str) -> str:
         low, high = wilson_interval(self.successes, self.episodes)
+        shown = "" if self.library is None else f", library {self.library}"
         return (
-            f"{label} ({self.updates}) success on {self.split}: {self.rate:.3f} "
+            f"{label} ({self.updates}{shown}) success on {self.split}: {self.rate:.3f} "
             f"({self.successes}/{self.episodes}; 95% CI {low:.3f}-{high:.3f})"
         )
 
 
 def heldout_success(runner: Runner) -> SuccessRate:
-    """The live weights' success rate on the configured held-out episodes (prompt text: none)."""
+    """The live weights' success rate on the configured held-out episodes, with the text the method
+    shows (a skill method: its whole library as it stands; the others: none)."""
     workload = runner.workload
     if not isinstance(workload, AgentWorkload):
         raise RuntimeError("held-out success is measured on the agent workload only")
-    played = workload.heldout_episodes()
-    return SuccessRate(workload.heldout, sum(e.success for e in played), len(played), runner.method.updates(runner))
+    shown = runner.method.heldout_view(runner)
+    played = workload.heldout_episodes(Member("") if shown is None else shown[0])
+    library = None if shown is None else shown[1]
+    return SuccessRate(
+        workload.heldout, sum(e.success for e in played), len(played), runner.method.updates(runner), library
+    )
 
 
 def record_heldout(runner: Runner, when: Literal["before", "after"]) -> SuccessRate:
-    """Measure now and keep it in the runner's state (committed with the step) under `when`."""
+    """Measure now and keep it in the runner's state (committed with the step) under `when`. The
+    "after" figure is measured once the steps are done, so the store's `heldout` meta key keeps it
+    (with "before") for reports."""
     measured = heldout_success(runner)
     runner.heldout[when] = asdict(measured)
+    if when == "after":
+        runner.store.set_meta("heldout", json.dumps(runner.heldout))
     return measured
 
 
@@ -57,5 +71,7 @@ def heldout_lines(heldout: dict[str, dict[str, Any]]) -> list[str]:
     lines = [figures[when].line(label) for when, label in (("before", "base"), ("after", "trained")) if when in figures]
     if {"before", "after"} <= figures.keys():
         change = 100 * (figures["after"].rate - figures["before"].rate)
-        lines.append(f"{figures['after'].updates} changed held-out success by {change:+.1f} percentage points")
+        after = figures["after"]
+        changed = after.updates if after.library is None else f"the run ({after.updates} and the skill library)"
+        lines.append(f"{changed} changed held-out success by {change:+.1f} percentage points")
     return lines

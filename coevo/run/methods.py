@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from coevo.candidate import Candidate
+from coevo.credit import group_residuals
 from coevo.operators.constants import tunable_values
 from coevo.operators.eoh import ProposalRequest
 from coevo.operators.records import Parent, TextProposal, direction
@@ -36,6 +37,7 @@ from coevo.population import PromptVariant, as_parent
 from coevo.run.library import library_codes
 from coevo.skills.loop import SkillLoop, failed_trajectories
 from coevo.skills.pinning import LibraryChanged
+from coevo.workload import Member
 
 if TYPE_CHECKING:
     from coevo.run.config import RunConfig
@@ -104,6 +106,10 @@ class Method:
     def initial_prompt(self) -> PromptVariant:
         templates = default_templates()
         return PromptVariant(prompt_id(templates, ""), templates)
+
+    def heldout_view(self, runner: Runner) -> tuple[Member, str] | None:
+        """(the text held-out episodes are played with, how reports name it); None: no text."""
+        return None
 
     # State a method carries across steps beyond the runner's (committed with each step).
     def state(self) -> dict[str, Any] | None:
@@ -227,7 +233,7 @@ class Coevo(Method):
         by_variant: dict[str, list[float]] = defaultdict(list)
         for variant, reward in zip(variants, rewards, strict=True):
             by_variant[variant.id].append(reward)
-        residuals = [r - sum(by_variant[v.id]) / len(by_variant[v.id]) for v, r in zip(variants, rewards, strict=True)]
+        residuals = group_residuals([v.id for v in variants], rewards)
         runner.tell(members[: len(children)], residuals)
         runner.prompts.record(by_variant)
         population.add(children)
@@ -318,7 +324,14 @@ class AgentSkills(Method):
         self.skills = SkillLoop()
 
     def initialise(self, runner: Runner) -> None:
+        """Pin the starting library, then measure it with the base weights on the held-out split."""
+        from coevo.run.heldout import record_heldout
+
         self.skills.start(runner)
+        record_heldout(runner, "before")
+
+    def heldout_view(self, runner: Runner) -> tuple[Member, str]:
+        return self.skills.heldout_view(runner)
 
     def state(self) -> dict[str, Any]:
         return self.skills.state()
@@ -339,7 +352,7 @@ class Skills(AgentSkills):
     phases = ("skills",)
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
-        evaluations = self.skills.play(runner, [None] * self.config.population_size)
+        evaluations, _ = self.skills.play(runner, [None] * self.config.population_size)
         self.skills.learn(runner, failed_trajectories(runner.generation, evaluations))
 
 
@@ -353,8 +366,8 @@ class AgentCoevo(MembersArePopulation, AgentSkills):
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
         members = runner.engine.ask()
-        evaluations = self.skills.play(runner, members)
-        runner.tell(members[: len(evaluations)], [e.reward for e in evaluations])
+        evaluations, residuals = self.skills.play(runner, members)
+        runner.tell(members[: len(evaluations)], residuals)
         self.skills.learn(runner, failed_trajectories(runner.generation, evaluations))
 
 
@@ -366,8 +379,8 @@ class ESThenSkills(AgentCoevo):
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
         members = runner.engine.ask()
-        evaluations = self.skills.play(runner, members)
-        runner.tell(members[: len(evaluations)], [e.reward for e in evaluations])
+        evaluations, residuals = self.skills.play(runner, members)
+        runner.tell(members[: len(evaluations)], residuals)
         self.skills.trajectories += failed_trajectories(runner.generation, evaluations)
         if not runner.budget_left:
             self.skills.learn(runner, self.skills.trajectories)

@@ -180,11 +180,16 @@ class Runner:
         return candidates
 
     def play(
-        self, perturbations: Sequence[Perturbation | None], text: str = "", traces: bool = False
+        self, perturbations: Sequence[Perturbation | None], shown: str | Sequence[Member] = "", traces: bool = False
     ) -> list[Evaluation]:
-        """Score members (`text` under perturbation i each; None: the live weights) on this generation's
-        instances and charge the budget; members beyond the budget are dropped."""
-        members = [Member(text, self._weights_ref(p)) for p in perturbations[: self.budget_left]]
+        """Score members (under perturbation i each; None: the live weights) on this generation's
+        instances and charge the budget; members beyond the budget are dropped. `shown` is the text
+        every member is shown, or per member its own (text or retrieval, weights ignored)."""
+        views = [Member(shown)] * len(perturbations) if isinstance(shown, str) else shown
+        members = [
+            replace(view, weights=self._weights_ref(p))
+            for view, p in zip(views, perturbations[: self.budget_left], strict=False)
+        ]
         evaluations = self.executor.evaluate(
             self.generation_workload(),
             members,

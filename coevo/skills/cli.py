@@ -64,7 +64,7 @@ def register(app: typer.Typer, fail) -> None:
         library_dir: Annotated[Path, typer.Argument(metavar="LIB", help="A skill library, or a run directory (its final library).")],
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     ) -> None:
-        """One row per skill: id, kind, credit (mean reward of the members shown it), uses, generation added."""
+        """One row per skill: id, kind, credit (its estimated effect against absence), uses, generation added."""
         rows = [
             {
                 "name": name,

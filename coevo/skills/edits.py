@@ -115,7 +115,7 @@ def _existing(skills: dict[str, Skill], name: str) -> Skill:
 
 def _merged(kept: Skill, absorbed: Skill) -> Skill:
     a, b = kept.meta, absorbed.meta
-    credits = [(m.credit, max(m.uses, 1)) for m in (a, b) if m.credit is not None]
+    credits = [(m.credit, max(m.estimates, 1)) for m in (a, b) if m.credit is not None]
     credit = sum(c * w for c, w in credits) / sum(w for _, w in credits) if credits else None
     last_used = max((u for u in (a.last_used, b.last_used) if u is not None), default=None)
     return kept.with_meta(
@@ -124,4 +124,5 @@ def _merged(kept: Skill, absorbed: Skill) -> Skill:
         uses=a.uses + b.uses,
         last_used=last_used,
         credit=credit,
+        estimates=a.estimates + b.estimates,
     )

@@ -1,9 +1,10 @@
 """The skill loop of the agent workload: play with the rendered library, learn edits from failures.
 
 Each generation the members play the generation's episodes with the current library rendered as
-their instruction text; the failed trajectories are analysed into a few edits, and an edit is kept
-only if its lesson recurred in two or more trajectories and the library with it strictly beats the
-library without it on a fixed held-out batch (val episodes under the live weights). Refused edits are
+their instruction text, each member shown its own half of it so every skill's effect is measured
+against its absence (`coevo.skills.credit`); the failed trajectories are analysed into a few edits,
+and an edit is kept only if its lesson recurred in two or more trajectories and the library with it
+strictly beats the library without it on a fixed held-out batch (val episodes under the live weights). Refused edits are
 buffered and shown to the proposer. The `skills`, agent `coevo` and `es-then-skills` methods differ
 only in what weights the members carry and when the loop learns; this module is their shared part.
 """
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from coevo.skills.credit import credited
+from coevo.credit import additive_residuals, effects_against_absence
+from coevo.skills.credit import credited, shown_to
 from coevo.skills.dedupe import merge_duplicates
 from coevo.skills.gates import AcceptanceGate, RecurrenceGate, Refusal, RefusedBuffer, admit
 from coevo.skills.library import Library
@@ -28,6 +30,9 @@ from coevo.skills.pinning import (
 )
 from coevo.skills.proposer import EditProposer
 from coevo.skills.render import by_credit, render_prompt
+from coevo.skills.retrieve import retrieved
+from coevo.skills.settings import SkillsSettings
+from coevo.skills.skill import Skill
 from coevo.workload import Evaluation, Member, Trajectory
 
 if TYPE_CHECKING:
@@ -55,13 +60,35 @@ class SkillLoop:
     def rendered(self, runner: Runner) -> tuple[str, list[str]]:
         return render_prompt(by_credit(self.library), runner.config.skills.prompt_tokens)
 
-    def play(self, runner: Runner, perturbations: Sequence[Perturbation | None]) -> list[Evaluation]:
-        """The members' evaluations with the library as their text; the shown skills' uses and credit
-        are updated from the rewards."""
-        text, shown = self.rendered(runner)
-        evaluations = runner.play(perturbations, text, traces=True)
-        self.library = credited(self.library.with_uses(shown, runner.generation), shown, evaluations)
-        return evaluations
+    def play(
+        self, runner: Runner, perturbations: Sequence[Perturbation | None]
+    ) -> tuple[list[Evaluation], list[float | None]]:
+        """The members' evaluations, each member shown its own subset of the library (`shown_to`), and
+        the rewards ES is told: each member's reward less its skills' estimated effects. The shown
+        skills' uses and credit are updated from the rewards."""
+        settings = runner.config.skills
+        ranked = by_credit(self.library)
+        names = [s.name for s in ranked]
+        subsets = shown_to(names, len(perturbations), runner.config.seed, runner.generation, settings.show_share)
+        views, shown = zip(*(member_view([s for s in ranked if s.name in subset], settings) for subset in subsets))
+        evaluations = runner.play(perturbations, views, traces=True)
+        valid = [i for i, e in enumerate(evaluations) if e.reward is not None]
+        subsets_played = [shown[i] for i in valid]
+        rewards = [evaluations[i].reward for i in valid]
+        library = self.library.with_uses(set().union(*subsets_played), runner.generation)
+        self.library = credited(library, subsets_played, rewards)
+        es_rewards: list[float | None] = [None] * len(evaluations)
+        if rewards:
+            residuals = additive_residuals(subsets_played, rewards, effects_against_absence(subsets_played, rewards))
+            for i, residual in zip(valid, residuals, strict=True):
+                es_rewards[i] = residual
+        return evaluations, es_rewards
+
+    def heldout_view(self, runner: Runner) -> tuple[Member, str]:
+        """The whole library as held-out episodes see it, and its name in reports: hash and skills."""
+        view, _ = member_view(by_credit(self.library), runner.config.skills)
+        names = ", ".join(self.library) or "empty"
+        return view, f"{self.library.hash[:12]} ({names})"
 
     def learn(self, runner: Runner, failed: Sequence[tuple[str, Trajectory]]) -> None:
         """Propose edits from `failed` trajectories, admit the ones the gates pass, export the library."""
@@ -102,11 +129,25 @@ def failed_trajectories(generation: int, evaluations: Sequence[Evaluation]) -> l
     ]
 
 
+def member_view(skills: Sequence[Skill], settings: SkillsSettings) -> tuple[Member, frozenset[str]]:
+    """(the member's text, the skills it may be shown): `skills` rendered in order within the token
+    budget, or with retrieval each observation's top-k of them, rendered within the same budget."""
+    if settings.retrieve is None:
+        text, names = render_prompt(skills, settings.prompt_tokens)
+        return Member(text), frozenset(names)
+    k, budget = settings.retrieve, settings.prompt_tokens
+
+    def text_for(observation: str) -> str:
+        return render_prompt(retrieved(skills, observation, k), budget)[0]
+
+    return Member("", retrieve=text_for), frozenset(s.name for s in skills)
+
+
 def heldout_score(runner: Runner, library: Library) -> float:
-    """Mean reward of `library` rendered as the text, under the live weights, on the gate's val batch."""
-    text, _ = render_prompt(by_credit(library), runner.config.skills.prompt_tokens)
+    """Mean reward of the whole `library` as the text, under the live weights, on the gate's val batch."""
+    view, _ = member_view(by_credit(library), runner.config.skills)
     gate = runner.workload.on_split("val", runner.config.skills.heldout_episodes)
-    (evaluation,) = gate.evaluate([Member(text)])
+    (evaluation,) = gate.evaluate([view])
     return evaluation.reward or 0.0
 
 

@@ -17,6 +17,12 @@ class SkillsSettings(BaseModel):
     min_sources: int = Field(2, ge=1, description="trajectories a lesson must be seen in (recurrence gate)")
     heldout_episodes: int = Field(8, ge=1, description="val episodes of the strict-improvement gate")
     answer_tokens: int = Field(160, ge=16, description="answer length of one trajectory analysis")
+    show_share: float = Field(
+        0.5, gt=0, le=1, description="share of the members each skill is shown to (the rest measure its absence)"
+    )
+    retrieve: int | None = Field(
+        None, ge=1, description="show each observation only its top-k skills by relevance (None: all that fit)"
+    )
 
     @field_validator("library")
     @classmethod

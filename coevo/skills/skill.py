@@ -38,7 +38,9 @@ class SkillMeta:
     uses: int = 0
     last_used: int | None = None
     credit: float | None = None
-    """The estimated effect of showing the skill; None until a method estimates it."""
+    """The estimated effect of showing the skill (mean reward shown minus not shown); None until estimated."""
+    estimates: int = 0
+    """Generations whose members gave the credit a contrast (some shown the skill, some not)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,7 @@ class SkillMeta:
             "uses": self.uses,
             "last_used": self.last_used,
             "credit": self.credit,
+            "estimates": self.estimates,
         }
 
     @classmethod
@@ -59,6 +62,7 @@ class SkillMeta:
             uses=int(data.get("uses", 0)),
             last_used=data.get("last_used"),
             credit=data.get("credit"),
+            estimates=int(data.get("estimates", 0)),
         )
 
 
