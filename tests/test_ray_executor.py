@@ -28,6 +28,7 @@ from coevo.run.runner import Runner, summary
 from coevo.run.session import load_llm, start_run
 from coevo.run.store import RunStore
 from coevo.workload import Member
+from test_resume import CONFIG as AHD_CONFIG
 from test_resume import coevo, committed_steps, show
 from tiny_lm import build_terse_tiny_agent
 
@@ -48,20 +49,6 @@ horizon = 2
 episodes = 2
 heldout_episodes = 2
 """
-AHD_CONFIG = """
-method = "eoh+es"
-task = "tsp_construct"
-model = "scripted_llm:build"
-budget = {budget}
-seed = 5
-population_size = 4
-[eval]
-limit = 4
-workers = 1
-[es]
-sigma = 0.05
-alpha = 0.05
-"""
 needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None, reason="the ray extra is not installed: pip install 'coevo[ray]'"
 )
@@ -69,7 +56,10 @@ needs_ray = pytest.mark.skipif(
 
 def write_config(tmp_path: Path, budget: int, kind: str = "agent") -> Path:
     path = tmp_path / f"{kind}-{budget}.toml"
-    path.write_text((CONFIG if kind == "agent" else AHD_CONFIG).format(budget=budget))
+    if kind == "agent":
+        path.write_text(CONFIG.format(budget=budget))
+    else:  # the heuristic-design ES run the resume tests kill, at this budget
+        path.write_text(AHD_CONFIG.format(method="eoh+es").replace("budget = 34", f"budget = {budget}"))
     return path
 
 

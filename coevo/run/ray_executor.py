@@ -5,10 +5,11 @@ replays the run's ES history (`coevo.es.history`) into it; a member's job is its
 (ES step, seed, sign, sigma) and the history lines this worker has not applied yet, a few hundred bytes
 whatever the model's size. An AHD ES member's job also carries its request (operator and parents' text)
 and its member-bound sampling seed: the worker writes the heuristic under the member's perturbation and
-scores it in its own sandbox, and hands back the answer and its verdict for the driver to store. Jobs are handed out as workers come free (`ray.wait`), so a straggler holds
-up only its own member. A worker that dies mid-job is restarted by Ray and its member is queued again;
-episodes are bound to the member's index, so the replayed member scores what it would have scored.
-Only the driver writes the run store.
+scores it in its own sandbox, and hands back the answer and its verdict for the driver to store. Jobs
+are handed out as workers come free (`ray.wait`), so a straggler holds up only its own member. A worker
+that dies mid-job is restarted by Ray and its member is queued again; episodes and sampling seeds are
+bound to the member's index, so the replayed member scores what it would have scored. Only the driver
+writes the run store.
 """
 
 from __future__ import annotations

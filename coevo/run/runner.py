@@ -164,25 +164,9 @@ class Runner:
         requests = list(requests[:count])
         perturbations = None if perturbations is None else list(perturbations[:count])
         prompt_ids = list(prompt_ids[:count]) if prompt_ids is not None else [None] * count
-        sampling = self.sampling_for_call()
         weights = [self._weights_ref(p) for p in perturbations or [None] * count]
-        jobs = None
-        if perturbations is not None:
-            jobs = [
-                ProposalJob(request, perturbation, weight, replace(sampling, first_request=index))
-                for index, (request, perturbation, weight) in enumerate(zip(requests, perturbations, weights, strict=True))
-            ]
-        remote = None if jobs is None else self.executor.propose(jobs, generation=self.generation, history=self.store.es_records)
-        if remote is None:
-            items = self._generate(requests, jobs, sampling)
-            members = [Member(item.code, w) for item, w in zip(items, weights, strict=True) if isinstance(item, Proposal)]
-            evaluations = iter(self.workload.evaluate(members, traces=True))  # the store keeps the episodes
-        else:
-            items = [proposed.item for proposed in remote]
-            evaluations = iter([proposed.evaluation for proposed in remote if proposed.evaluation is not None])
-            for proposed in remote:
-                self.ledger.absorb(BudgetLedger.from_dict(proposed.usage))
-            self.workload.remember(item.code for item in items if isinstance(item, Proposal))
+        items, verdicts = self._written_and_scored(requests, perturbations, weights)
+        evaluations = iter(verdicts)
         candidates = []
         for index, item in enumerate(items):
             call = self.store.add_llm_call(self.step, item, weights[index], prompt_ids[index])
@@ -297,6 +281,30 @@ class Runner:
     def _progress(self) -> None:
         if self.on_progress is not None:
             self.on_progress(self)
+
+    def _written_and_scored(
+        self, requests: list[ProposalRequest], perturbations: list[Perturbation] | None, weights: list[WeightsRef]
+    ) -> tuple[list[Proposal | Rejection], list[Evaluation]]:
+        """The answers to `requests` and the verdicts of those that parsed, in order: ES members on the
+        executor's workers where it has any, everything else in this process."""
+        sampling = self.sampling_for_call()
+        jobs = None
+        if perturbations is not None:
+            members = zip(requests, perturbations, weights, strict=True)
+            jobs = [
+                ProposalJob(request, perturbation, weight, replace(sampling, first_request=index))
+                for index, (request, perturbation, weight) in enumerate(members)
+            ]
+            remote = self.executor.propose(jobs, generation=self.generation, history=self.store.es_records)
+            if remote is not None:
+                for proposed in remote:
+                    self.ledger.absorb(BudgetLedger.from_dict(proposed.usage))
+                items = [proposed.item for proposed in remote]
+                self.workload.remember(item.code for item in items if isinstance(item, Proposal))
+                return items, [proposed.evaluation for proposed in remote if proposed.evaluation is not None]
+        items = self._generate(requests, jobs, sampling)
+        scored = [Member(item.code, w) for item, w in zip(items, weights, strict=True) if isinstance(item, Proposal)]
+        return items, self.workload.evaluate(scored, traces=True)  # the store keeps the episodes
 
     def _generate(
         self, requests: list[ProposalRequest], jobs: list[ProposalJob] | None, sampling: SamplingParams
