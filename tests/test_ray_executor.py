@@ -156,7 +156,9 @@ def stored(store: RunStore) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("method", "es"), [("sample+es", {}), ("eoh+es", {"rank": 1, "scope": "all_linear"})], ids=["full", "lowrank"]
+    ("method", "es"),
+    [("sample+es", {}), ("eoh+es", {"rank": 1, "scope": "all_linear"}), ("coevo", {})],
+    ids=["full", "lowrank", "prompt-variants"],
 )
 def test_ahd_members_written_and_scored_by_a_replica_equal_the_drivers(tmp_path: Path, method: str, es: dict):
     config = validate({**AHD, "method": method, "es": {"sigma": 0.05, "alpha": 0.05, **es}})
