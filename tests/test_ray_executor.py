@@ -2,8 +2,9 @@
 even when a worker or the driver is killed with SIGKILL mid-run.
 
 The replica a worker holds is tested without Ray first; the cluster tests skip when the `ray` extra is
-absent, and are slow ones (a cluster and several runs each). Runs use the terse tiny random Llama agent
-(`tiny_lm:build_terse_tiny_agent`), so a run takes seconds on an idle machine.
+absent, and are slow ones (a cluster and several runs each). Agent runs use the terse tiny random Llama
+agent (`tiny_lm:build_terse_tiny_agent`), heuristic-design runs the weight-sensitive scripted LLM
+(`scripted_llm:build`), so a run takes seconds on an idle machine.
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ import pytest
 
 from coevo.candidate import WeightsRef
 from coevo.cli import main
-from coevo.run.config import ConfigError, load_config
+from coevo.run.config import ConfigError, load_config, validate
+from coevo.run.executor import LocalExecutor
 from coevo.run.ray_executor import MemberReplica, StaleReplica
-from coevo.run.session import start_run
+from coevo.run.runner import Runner, summary
+from coevo.run.session import load_llm, start_run
+from coevo.run.store import RunStore
 from coevo.workload import Member
+from test_resume import CONFIG as AHD_CONFIG
 from test_resume import coevo, committed_steps, show
 from tiny_lm import build_terse_tiny_agent
 
@@ -49,24 +54,28 @@ needs_ray = pytest.mark.skipif(
 )
 
 
-def write_config(tmp_path: Path, budget: int) -> Path:
-    path = tmp_path / f"agent-{budget}.toml"
-    path.write_text(CONFIG.format(budget=budget))
+def write_config(tmp_path: Path, budget: int, kind: str = "agent") -> Path:
+    path = tmp_path / f"{kind}-{budget}.toml"
+    if kind == "agent":
+        path.write_text(CONFIG.format(budget=budget))
+    else:  # the heuristic-design ES run the resume tests kill, at this budget
+        path.write_text(AHD_CONFIG.format(method="eoh+es").replace("budget = 34", f"budget = {budget}"))
     return path
 
 
 @pytest.fixture(scope="module")
-def local_runs(tmp_path_factory) -> dict[int, dict]:
-    """The undisturbed local run of each budget, as `coevo runs show --json` reports it (cached)."""
+def local_runs(tmp_path_factory) -> dict[tuple[str, int], dict]:
+    """The undisturbed local run of each workload and budget, as `coevo runs show --json` reports it (cached)."""
     return {}
 
 
-def local_run(local_runs: dict[int, dict], tmp_path: Path, budget: int) -> dict:
-    if budget not in local_runs:
-        finished = coevo("run", str(write_config(tmp_path, budget)), "--run-dir", str(tmp_path / f"local-{budget}"))
+def local_run(local_runs: dict[tuple[str, int], dict], tmp_path: Path, budget: int, kind: str = "agent") -> dict:
+    if (kind, budget) not in local_runs:
+        run_dir = tmp_path / f"local-{kind}-{budget}"
+        finished = coevo("run", str(write_config(tmp_path, budget, kind)), "--run-dir", str(run_dir))
         assert finished.returncode == 0, finished.stderr
-        local_runs[budget] = show(tmp_path / f"local-{budget}") | {"rewards": rewards(tmp_path / f"local-{budget}")}
-    return local_runs[budget]
+        local_runs[kind, budget] = show(run_dir) | {"rewards": rewards(run_dir)}
+    return local_runs[kind, budget]
 
 
 def rewards(run_dir: Path) -> list[tuple]:
@@ -112,17 +121,69 @@ def test_a_replica_synced_by_history_lines_plays_members_as_the_driver_does(tmp_
     assert driver_view[0].trajectories != driver_view[2].trajectories, "members differ, or the test proves nothing"
 
 
-def test_the_ray_executor_is_refused_in_one_line_before_anything_loads(tmp_path: Path, capsys, monkeypatch):
+AHD = {
+    "task": "tsp_construct",
+    "model": "scripted_llm:build",
+    "budget": 19,
+    "seed": 3,
+    "population_size": 4,
+    "sample_batch": 6,
+    "eval": {"limit": 4, "workers": 1},
+}
+
+
+class ReplicaExecutor(LocalExecutor):
+    """The Ray executor's worker side in this process: every AHD ES member written and scored by one replica
+    that only the history lines move on."""
+
+    def __init__(self, config) -> None:
+        self.replica = MemberReplica(config.model_dump(mode="json"))
+        self.proposed = 0
+
+    def propose(self, jobs, *, generation, history):
+        self.proposed += len(jobs)
+        return [self.replica.propose([r.to_json() for r in history(0)], job) for job in jobs]
+
+
+def stored(store: RunStore) -> dict:
+    """What a run stored: its summary, every LLM answer with its weights, every verdict, its LLM requests."""
+    ledger = store.last_state()["ledger"]
+    return summary(store) | {
+        "calls": [(c["step"], c["weights"], c["response"]) for c in store.llm_calls()],
+        "candidates": [(c.code, c.fitness, c.reason, c.weights) for _, c in store.candidates()],
+        "requests": {op: usage["requests"] for op, usage in ledger["scripted"].items()},
+    }
+
+
+@pytest.mark.parametrize(
+    ("method", "es"),
+    [("sample+es", {}), ("eoh+es", {"rank": 1, "scope": "all_linear"}), ("coevo", {})],
+    ids=["full", "lowrank", "prompt-variants"],
+)
+def test_ahd_members_written_and_scored_by_a_replica_equal_the_drivers(tmp_path: Path, method: str, es: dict):
+    config = validate({**AHD, "method": method, "es": {"sigma": 0.05, "alpha": 0.05, **es}})
+    with start_run(config, tmp_path / "local") as local:
+        local.run()
+        expected = stored(local.store)
+    executor = ReplicaExecutor(config)
+    store = RunStore.create(tmp_path / "replica", config.model_dump(mode="json"))
+    with Runner(config, store, tmp_path / "replica", load_llm(config), executor=executor) as remote:
+        remote.run()
+        actual = stored(remote.store)
+        members = [c.weights for _, c in remote.store.candidates() if c.weights is not None]
+        updates = len(remote.store.es_records())
+    assert actual == expected
+    assert executor.proposed == sum(w.seed is not None for w in members) > 0
+    assert executor.replica.step == updates - 1 > 0, "the last members wrote under the weights before the last update"
+    assert len({fitness for _, fitness, *_ in expected["candidates"]}) > 2, "members differ, or the test proves nothing"
+
+
+def test_an_unknown_or_uninstalled_executor_is_refused_in_one_line_before_anything_loads(
+    tmp_path: Path, capsys, monkeypatch
+):
     config = write_config(tmp_path, 8)
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "spark"]) == 2
     assert "unknown executor 'spark'; choose one of: local, ray" in capsys.readouterr().err
-    ahd = tmp_path / "ahd.toml"
-    ahd.write_text('method = "eoh"\ntask = "tsp_construct"\nbudget = 4\n')
-    assert main(["run", str(ahd), "--run-dir", str(tmp_path / "r"), "--executor", "ray"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and (
-        "--executor ray plays the members of the agent workload" in err or "needs the ray extra" in err
-    )
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "ray"]) == 2
@@ -186,23 +247,26 @@ def test_a_run_through_ray_equals_the_local_run_bit_for_bit(cluster: str, local_
     assert "evolved (2 ES updates) success on val" in finished.stdout
 
 
-def ray_run_into_generations(tmp_path: Path, run_dir: Path, address: str) -> subprocess.Popen:
-    """A 4-generation run on the cluster, returned once its held-out step and first generation committed."""
-    driver = ray_run("run", str(write_config(tmp_path, 16)), "--run-dir", str(run_dir), address=address, wait=False)
+def ray_run_into_generations(
+    tmp_path: Path, run_dir: Path, address: str, budget: int = 16, kind: str = "agent"
+) -> subprocess.Popen:
+    """A run of several generations on the cluster, returned once its first two steps committed."""
+    config = write_config(tmp_path, budget, kind)
+    driver = ray_run("run", str(config), "--run-dir", str(run_dir), address=address, wait=False)
     while committed_steps(run_dir) < 2:
         assert driver.poll() is None, "the run ended before it could be disturbed"
         time.sleep(0.02)
     return driver
 
 
-def kill_a_playing_worker(driver: subprocess.Popen, timeout: float = 180) -> int:
-    """SIGKILL a worker process while it plays a member; returns its pid."""
+def kill_a_playing_worker(driver: subprocess.Popen, timeout: float = 180, task: str = "MemberReplica.play") -> int:
+    """SIGKILL a worker process while it runs `task` for a member; returns its pid."""
     import psutil
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and driver.poll() is None:
         for process in psutil.process_iter(["pid", "cmdline"]):
-            if any("MemberReplica.play" in part for part in process.info["cmdline"] or ()):
+            if any(task in part for part in process.info["cmdline"] or ()):
                 os.kill(process.info["pid"], signal.SIGKILL)
                 return process.info["pid"]
         time.sleep(0.01)
@@ -232,4 +296,27 @@ def test_a_driver_killed_mid_run_resumes_on_ray_to_the_same_weights(cluster: str
     assert show(run_dir)["status"] != "finished"
     resumed = ray_run("resume", str(run_dir), address=cluster)
     assert resumed.returncode == 0, resumed.stderr
+    assert_ends_as(run_dir, expected)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_an_ahd_es_run_through_ray_equals_the_local_run_bit_for_bit(cluster: str, local_runs, tmp_path: Path):
+    """Workers write each ES member's heuristic under its perturbation and score it in their own sandbox."""
+    expected = local_run(local_runs, tmp_path, 26, "ahd")
+    config = write_config(tmp_path, 26, "ahd")
+    finished = ray_run("run", str(config), "--run-dir", str(tmp_path / "ray"), address=cluster)
+    assert finished.returncode == 0, finished.stderr
+    assert_ends_as(tmp_path / "ray", expected)
+    assert expected["evaluations"] == 26 and expected["best"] is not None and len(expected["rewards"]) >= 2
+
+
+@needs_ray
+@pytest.mark.slow
+def test_an_ahd_worker_killed_mid_generation_has_its_member_rewritten(cluster: str, local_runs, tmp_path: Path):
+    expected = local_run(local_runs, tmp_path, 26, "ahd")
+    run_dir = tmp_path / "ray"
+    driver = ray_run_into_generations(tmp_path, run_dir, cluster, 26, "ahd")
+    kill_a_playing_worker(driver, task="MemberReplica.propose")
+    assert driver.wait(timeout=300) == 0
     assert_ends_as(run_dir, expected)

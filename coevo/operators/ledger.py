@@ -52,6 +52,14 @@ class BudgetLedger:
         with self._lock:
             self._usage.setdefault((backend, operator), Usage()).add(usage)
 
+    def absorb(self, other: BudgetLedger) -> None:
+        """Add another ledger's totals (the calls a remote worker made for this run)."""
+        with other._lock:
+            entries = [(key, Usage(**asdict(usage))) for key, usage in other._usage.items()]
+        with self._lock:
+            for key, usage in entries:
+                self._usage.setdefault(key, Usage()).add(usage)
+
     def usage(self, backend: str | None = None, operator: str | None = None) -> Usage:
         """Totals over the entries matching the given backend and/or operator (None matches all)."""
         total = Usage()

@@ -1,9 +1,10 @@
 """Where a generation's members are played: in this process (`local`) or on a Ray cluster (`ray`).
 
-The executor is a runtime choice, not part of a run's config: a member's episodes are bound to its
-index, its weights to (ES step, seed, sign, sigma), so the same run played here or on workers stores the
-same rewards and ends at the same weights, and a run started on one executor may be resumed on the other.
-The driver stays the only writer of the run store; an executor only hands evaluations back.
+The executor is a runtime choice, not part of a run's config: a member's episodes (an agent's) or
+sampling seed (a heuristic's) are bound to its index, its weights to (ES step, seed, sign, sigma), so the
+same run played here or on workers stores the same rewards and ends at the same weights, and a run
+started on one executor may be resumed on the other. The driver stays the only writer of the run store;
+an executor only hands evaluations (and the heuristics its workers wrote) back.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from coevo.workload import Evaluation, Member, Workload
 if TYPE_CHECKING:
     from coevo.es.history import UpdateRecord
     from coevo.run.config import RunConfig
+    from coevo.run.proposals import ProposalJob, ProposedMember
 
 ExecutorName = Literal["local", "ray"]
 EXECUTORS: tuple[ExecutorName, ...] = ("local", "ray")
@@ -39,6 +41,17 @@ class Executor(Protocol):
         moves its replicas to the members' weights with the ES records `history(since)` gives."""
         ...
 
+    def propose(
+        self,
+        jobs: Sequence[ProposalJob],
+        *,
+        generation: int,
+        history: Callable[[int], list[UpdateRecord]],
+    ) -> list[ProposedMember] | None:
+        """Write each AHD ES member's heuristic under its perturbation and score it in the sandbox, in
+        job order, on the executor's side; None: the runner writes and scores them in this process."""
+        ...
+
     def close(self) -> None:
         """Release the workers; the run stays resumable."""
         ...
@@ -58,29 +71,33 @@ class LocalExecutor:
     ) -> list[Evaluation]:
         return workload.evaluate(members, traces=traces)
 
+    def propose(
+        self,
+        jobs: Sequence[ProposalJob],
+        *,
+        generation: int,
+        history: Callable[[int], list[UpdateRecord]],
+    ) -> None:
+        """The runner writes the members in this process."""
+
     def close(self) -> None:
         """Nothing to release."""
 
 
-def check_executor(name: str, config: RunConfig) -> None:
-    """Fail in one line, before any model loads, when `name` cannot run `config`."""
+def check_executor(name: str) -> None:
+    """Fail in one line, before any model loads, when executor `name` cannot run here."""
     if name not in EXECUTORS:
         raise ConfigError(f"unknown executor {name!r}; choose one of: {', '.join(EXECUTORS)}")
     if name == "local":
         return
     if importlib.util.find_spec("ray") is None:
         raise ConfigError("--executor ray needs the ray extra: pip install 'coevo[ray]'")
-    if config.workload.kind != "agent":
-        raise ConfigError(
-            "--executor ray plays the members of the agent workload; "
-            f"workload.kind = {config.workload.kind!r} runs with --executor local"
-        )
 
 
 def open_executor(name: str, config: RunConfig, address: str | None = None) -> Executor:
     """The executor `name` for a run of `config` (`address`: an existing Ray cluster, else RAY_ADDRESS
     or a local one); opened before the run's store, so a cluster that cannot be joined leaves nothing."""
-    check_executor(name, config)
+    check_executor(name)
     if name == "local":
         return LocalExecutor()
     from coevo.run.ray_executor import RayExecutor

@@ -3,10 +3,13 @@
 Seed-only sync, as OpenAI-ES does it: the driver never ships weights. A worker keeps the base model and
 replays the run's ES history (`coevo.es.history`) into it; a member's job is its index, its weights
 (ES step, seed, sign, sigma) and the history lines this worker has not applied yet, a few hundred bytes
-whatever the model's size. Jobs are handed out as workers come free (`ray.wait`), so a straggler holds
-up only its own member. A worker that dies mid-job is restarted by Ray and its member is queued again;
-episodes are bound to the member's index, so the replayed member scores what it would have scored.
-Only the driver writes the run store.
+whatever the model's size. An AHD ES member's job also carries its request (operator and parents' text)
+and its member-bound sampling seed: the worker writes the heuristic under the member's perturbation and
+scores it in its own sandbox, and hands back the answer and its verdict for the driver to store. Jobs
+are handed out as workers come free (`ray.wait`), so a straggler holds up only its own member. A worker
+that dies mid-job is restarted by Ray and its member is queued again; episodes and sampling seeds are
+bound to the member's index, so the replayed member scores what it would have scored. Only the driver
+writes the run store.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import pickle
 import socket
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from coevo.es.history import UpdateRecord, replay
 from coevo.run.config import ConfigError, RunConfig, validate
-from coevo.workload import Evaluation, Generational, Member, Workload
+from coevo.run.proposals import ProposalJob, ProposedMember, propose_member
+from coevo.workload import Evaluation, Member, Workload
 
 MAX_ATTEMPTS = 5
 """Times one member is handed out before the generation fails (each lost worker costs one)."""
@@ -55,18 +60,47 @@ class MemberReplica:
         import torch
 
         from coevo.agents import AgentWorkload
-        from coevo.run.runner import build_host
+        from coevo.ahd import AHDWorkload
+        from coevo.operators.eoh import EoHOperators
+        from coevo.operators.ledger import BudgetLedger
+        from coevo.run.runner import build_host, configured_evaluator
         from coevo.run.session import load_llm
+        from tasks import get_task
 
         torch.set_num_threads(threads)
         config = validate(config_data)
         llm = load_llm(config)
         self.host = build_host(llm, config) if config.uses_weights else None
-        self.workload = AgentWorkload.configured(llm, config.workload, host=self.host, seed=config.seed)
+        self.operators: EoHOperators | None = None
+        """The AHD operators (None on the agent workload); a job's sampling and templates override theirs."""
+        if config.workload.kind == "agent":
+            self.workload = AgentWorkload.configured(llm, config.workload, host=self.host, seed=config.seed)
+        else:
+            self.workload = AHDWorkload(configured_evaluator(config, config.eval.split))
+            self.operators = EoHOperators(llm, get_task(config.task), BudgetLedger())
         self.step = 0
 
     def play(self, lines: Sequence[str], generation: int, index: int, member: Member, traces: bool) -> Evaluation:
         """Apply the history lines this replica lacks, then play member `index` of generation `generation`."""
+        self._sync(lines, 0 if member.weights is None else member.weights.step)
+        workload = self.workload.at_generation(generation)
+        return workload.evaluate_at(index, member, traces=traces)
+
+    def propose(self, lines: Sequence[str], job: ProposalJob) -> ProposedMember:
+        """Apply the history lines this replica lacks, then write AHD member `job` and score it here."""
+        from coevo.operators.ledger import BudgetLedger
+        from coevo.operators.records import Proposal
+
+        self._sync(lines, job.weights.step)
+        ledger = BudgetLedger()
+        item = propose_member(replace(self.operators, ledger=ledger), self.host, job)
+        evaluation = None
+        if isinstance(item, Proposal):
+            (evaluation,) = self.workload.evaluate([Member(item.code, job.weights)], traces=True)
+        return ProposedMember(item, evaluation, ledger.to_dict())
+
+    def _sync(self, lines: Sequence[str], wanted: int) -> None:
+        """Move the replica to ES step `wanted` with the lines it lacks, or say which step it holds."""
         records = [UpdateRecord.from_json(line) for line in lines]
         missing = [r for r in records if r.step >= self.step]
         if self.host is not None and missing:
@@ -74,11 +108,8 @@ class MemberReplica:
                 raise StaleReplica(self.step)
             replay(self.host, missing)
             self.step += len(missing)
-        wanted = 0 if member.weights is None else member.weights.step
         if self.host is not None and self.step != wanted:
             raise StaleReplica(self.step)
-        workload = self.workload.at_generation(generation)
-        return workload.evaluate_at(index, member, traces=traces)
 
     def weights_sha256(self) -> str | None:
         return None if self.host is None else self.host.weights_sha256()
@@ -126,46 +157,72 @@ class RayExecutor:
         traces: bool,
         history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
+        def submit(actor: Any, lines: tuple[str, ...], index: int) -> Any:
+            return self._send(actor.play, lines, generation, index, members[index], traces)
+
+        steps = [0 if member.weights is None else member.weights.step for member in members]
+        return self._scheduled(steps, submit, generation, history)
+
+    def propose(
+        self,
+        jobs: Sequence[ProposalJob],
+        *,
+        generation: int,
+        history: Callable[[int], list[UpdateRecord]],
+    ) -> list[ProposedMember]:
+        def submit(actor: Any, lines: tuple[str, ...], index: int) -> Any:
+            return self._send(actor.propose, lines, jobs[index])
+
+        return self._scheduled([job.weights.step for job in jobs], submit, generation, history)
+
+    def _scheduled(
+        self,
+        steps: Sequence[int],
+        submit: Callable[[Any, tuple[str, ...], int], Any],
+        generation: int,
+        history: Callable[[int], list[UpdateRecord]],
+    ) -> list[Any]:
+        """Hand member i (at ES step `steps[i]`) to the next free worker with `submit(actor, lines, i)`,
+        queue it again when its worker died or was stale, and return the results in member order."""
         from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
 
         ray = self._ray
-        queue = deque(range(len(members)))
-        attempts = [0] * len(members)
+        queue = deque(range(len(steps)))
+        attempts = [0] * len(steps)
         idle = deque(range(len(self.actors)))
         running: dict[Any, tuple[int, int]] = {}
-        results: dict[int, Evaluation] = {}
+        results: dict[int, Any] = {}
         while queue or running:
             while queue and idle:
                 worker, index = idle.popleft(), queue.popleft()
                 attempts[index] += 1
                 if attempts[index] > MAX_ATTEMPTS:
                     raise RuntimeError(f"member {index} of generation {generation} failed on {MAX_ATTEMPTS} workers")
-                job = self._job(history(self._applied[worker]), generation, index, members[index], traces)
-                running[self.actors[worker].play.remote(*job)] = (worker, index)
+                lines = tuple(record.to_json() for record in history(self._applied[worker]))
+                running[submit(self.actors[worker], lines, index)] = (worker, index)
             (ref,), _ = ray.wait(list(running), num_returns=1)
             worker, index = running.pop(ref)
             idle.append(worker)
             try:
                 results[index] = ray.get(ref)
-                weights = members[index].weights
-                self._applied[worker] = 0 if weights is None else weights.step
+                self._applied[worker] = steps[index]
             except (RayActorError, WorkerCrashedError):
                 self._requeue(queue, worker, index, applied=0)
             except RayTaskError as error:
                 if not isinstance(error.cause, StaleReplica):
                     raise error.as_instanceof_cause() from None
                 self._requeue(queue, worker, index, applied=error.cause.step)
-        return [results[index] for index in range(len(members))]
+        return [results[index] for index in range(len(steps))]
 
     def close(self) -> None:
         for actor in self.actors:
             self._ray.kill(actor)
         self.actors = []
 
-    def _job(self, records: list[UpdateRecord], generation: int, index: int, member: Member, traces: bool) -> tuple:
-        job = (tuple(record.to_json() for record in records), generation, index, member, traces)
+    def _send(self, method: Any, *job: Any) -> Any:
+        """`method.remote(*job)`, counting the job's pickled size."""
         self.sent_bytes += len(pickle.dumps(job))
-        return job
+        return method.remote(*job)
 
     def _requeue(self, queue: deque[int], worker: int, index: int, applied: int) -> None:
         self._applied[worker] = applied

@@ -37,6 +37,7 @@ from coevo.population import Population, PromptPool, PromptVariant
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.executor import Executor, LocalExecutor
 from coevo.run.methods import Method, method_class
+from coevo.run.proposals import ProposalJob, propose_member
 from coevo.run.store import RunStore, StoreHistory
 from coevo.workload import Evaluation, Generational, Member, Workload
 from tasks import get_task
@@ -163,10 +164,9 @@ class Runner:
         requests = list(requests[:count])
         perturbations = None if perturbations is None else list(perturbations[:count])
         prompt_ids = list(prompt_ids[:count]) if prompt_ids is not None else [None] * count
-        items = self._generate(requests, perturbations)
         weights = [self._weights_ref(p) for p in perturbations or [None] * count]
-        members = [Member(item.code, w) for item, w in zip(items, weights, strict=True) if isinstance(item, Proposal)]
-        evaluations = iter(self.workload.evaluate(members, traces=True))  # the store keeps the episodes
+        items, verdicts = self._written_and_scored(requests, perturbations, weights)
+        evaluations = iter(verdicts)
         candidates = []
         for index, item in enumerate(items):
             call = self.store.add_llm_call(self.step, item, weights[index], prompt_ids[index])
@@ -258,10 +258,7 @@ class Runner:
     def evaluator_for(self, split: SplitName) -> Evaluator:
         """An evaluator of `split` under the run's eval settings (instance limit, workers) and cache, so
         held-out scoring is measured as search scoring is."""
-        settings = self.config.eval
-        return Evaluator(
-            self.task, split, limit=settings.limit, workers=settings.workers, cache_dir=self.run_dir / "eval-cache"
-        )
+        return configured_evaluator(self.config, split, self.run_dir / "eval-cache")
 
     @property
     def evaluator(self) -> Evaluator:
@@ -290,25 +287,44 @@ class Runner:
         if self.on_progress is not None:
             self.on_progress(self)
 
+    def _written_and_scored(
+        self, requests: list[ProposalRequest], perturbations: list[Perturbation] | None, weights: list[WeightsRef]
+    ) -> tuple[list[Proposal | Rejection], list[Evaluation]]:
+        """The answers to `requests` and the verdicts of those that parsed, in order: ES members on the
+        executor's workers where it has any, everything else in this process."""
+        sampling = self.sampling_for_call()
+        jobs = None
+        if perturbations is not None:
+            members = zip(requests, perturbations, weights, strict=True)
+            jobs = [
+                ProposalJob(request, perturbation, weight, replace(sampling, first_request=index))
+                for index, (request, perturbation, weight) in enumerate(members)
+            ]
+            remote = self.executor.propose(jobs, generation=self.generation, history=self.store.es_records)
+            if remote is not None:
+                for proposed in remote:
+                    self.ledger.absorb(BudgetLedger.from_dict(proposed.usage))
+                items = [proposed.item for proposed in remote]
+                self.workload.remember(item.code for item in items if isinstance(item, Proposal))
+                return items, [proposed.evaluation for proposed in remote if proposed.evaluation is not None]
+        items = self._generate(requests, jobs, sampling)
+        scored = [Member(item.code, w) for item, w in zip(items, weights, strict=True) if isinstance(item, Proposal)]
+        return items, self.workload.evaluate(scored, traces=True)  # the store keeps the episodes
+
     def _generate(
-        self, requests: list[ProposalRequest], perturbations: list[Perturbation] | None
+        self, requests: list[ProposalRequest], jobs: list[ProposalJob] | None, sampling: SamplingParams
     ) -> list[Proposal | Rejection]:
         """Request i (member i) samples stream i of one seed for the whole population, whether the
         members run one at a time (full rank), in chunks of `llm.max_batch_size` (low rank) or together."""
-        sampling = self.sampling_for_call()
-        if perturbations is None:
+        if jobs is None:
             return self.operators.propose_many(requests, sampling)
         population = getattr(self.host, "population", None)
         if population is None:  # full rank: each member's weights exist one at a time
-            items: list[Proposal | Rejection] = []
-            for index, (request, perturbation) in enumerate(zip(requests, perturbations, strict=True)):
-                with self.host.perturbed(perturbation):
-                    items += self.operators.propose_many([request], replace(sampling, first_request=index))
-            return items
-        items = []
+            return [propose_member(self.operators, self.host, job) for job in jobs]
+        items: list[Proposal | Rejection] = []
         chunk = self.config.llm.max_batch_size
         for start in range(0, len(requests), chunk):  # low rank: a batch row per member
-            members = perturbations[start : start + chunk]
+            members = [job.perturbation for job in jobs[start : start + chunk]]
             with population(members, list(range(len(members)))):
                 items += self.operators.propose_many(
                     requests[start : start + chunk], replace(sampling, first_request=start)
@@ -411,6 +427,12 @@ class Runner:
                 mirror.flush()
                 os.fsync(mirror.fileno())
         self._exported_updates = self.engine.step
+
+
+def configured_evaluator(config: RunConfig, split: SplitName, cache_dir: Path | None = None) -> Evaluator:
+    """The evaluator of `config.task` on `split` under the run's eval settings (instance limit, workers)."""
+    settings = config.eval
+    return Evaluator(config.task, split, limit=settings.limit, workers=settings.workers, cache_dir=cache_dir)
 
 
 def build_host(llm: LLM, config: RunConfig) -> WeightsHost:
