@@ -49,14 +49,15 @@ def code_skill(name: str, code: str) -> Skill:
 
 
 class HelperAwareLLM:
-    """Writes a nearest-city heuristic through `closest_of` when a prompt shows it, a poor one otherwise;
-    answers every failure analysis with the same lesson."""
+    """Writes the task's seed when a prompt shows the lesson, else a nearest-city heuristic through
+    `closest_of` when it shows that, else a poor one; answers every failure analysis with the lesson."""
 
     name = "helper-aware"
     supports_weights = False
 
     def __init__(self) -> None:
         self.prompts: list[str] = []
+        self.seed = get_task("tsp_construct").seed_code()
 
     def generate(self, requests, sampling):
         answers = []
@@ -65,6 +66,8 @@ class HelperAwareLLM:
             self.prompts.append(prompt)
             if "Write one reusable lesson" in prompt:
                 text = LESSON
+            elif LESSON.rsplit(": ", 1)[1] in prompt:
+                text = "{The hand-weighted score, as the lesson says.}\n```python\n" + self.seed + "\n```"
             else:
                 text = USES_HELPER if "def closest_of(" in prompt else WITHOUT_HELPER
             answers.append(Completion(text, len(prompt) // 4, len(text) // 4, 0.0, "stop", self.name))
@@ -136,6 +139,7 @@ def test_ahd_skills_gates_links_and_credits_helpers_and_learns_from_failed_child
         skills = runner.method.skills
         library, refusals = skills.library, skills.refused.refusals
         candidates = [candidate for _, candidate in runner.store.candidates()]
+        calls = [call["operator"] for call in runner.store.llm_calls()]
     assert [(r.gate, r.edit.split(":")[0]) for r in refusals] == [("tests", "add code skill 'farthest-bug'")]
     assert "AssertionError" in refusals[0].reason
     assert not any("np.argmax" in p for p in llm.prompts), "a refused helper is never shown"
@@ -145,6 +149,9 @@ def test_ahd_skills_gates_links_and_credits_helpers_and_learns_from_failed_child
     linked = [c for c in candidates if "return closest_of(" in c.code]
     assert linked and all(c.code.startswith(HELPER.rstrip()) and c.valid for c in linked)
     lesson = library["prefer-near-cities"]
-    assert lesson.meta.generation == 1 and len(lesson.meta.sources) >= 2
-    assert any("pick the next city by distance" in p for p in llm.prompts), "generation 2 is shown the lesson"
+    assert lesson.meta.generation == 1 and len(lesson.meta.sources) >= 2, "a lesson seen in 2+ failed children"
+    assert calls[3 + 4 : 3 + 4 + 5] == ["skill-analysis"] * 3 + ["m1", "m1"], "held-out child without, then with it"
+    assert len(calls) == 3 + 4 + 5 + 4, "every call is recorded (3 i1, not the seed); held-out children make no candidates"
+    seeded = [c for index, c in enumerate(candidates) if index >= 8 and "0.4 * distance_matrix" in c.code]
+    assert seeded, "generation 2 is shown the lesson that won on val, and follows it"
     assert set(load_library(tmp_path / "run" / RUN_LIBRARY_DIR)) == set(library)

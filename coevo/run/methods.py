@@ -35,11 +35,11 @@ from coevo.operators.reflection import ComponentRewriter, Reflector
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptVariant, as_parent
 from coevo.run.library import library_codes
-from coevo.skills.ahd import SandboxTests, failed_children, helpers_source
+from coevo.skills.ahd import SandboxTests, ValScore, failed_children, skills_request
 from coevo.skills.credit import credited, shown_to
-from coevo.skills.gates import CodeTestGate, RecurrenceGate
+from coevo.skills.gates import AcceptanceGate, CodeTestGate, RecurrenceGate
 from coevo.skills.loop import SkillLoop, failed_trajectories
-from coevo.skills.render import by_credit, render_prompt
+from coevo.skills.render import by_credit
 from coevo.skills.pinning import LibraryChanged
 from coevo.workload import Member
 
@@ -359,7 +359,8 @@ class AHDSkills(CarriesSkills, EoH):
     child that calls a helper it was shown gets its source in its code (`ProposalRequest.helpers`), so
     the usual validation runs on what is stored. Each skill is credited with its effect on the improvement reward against its
     absence; the failed children are analysed into edits. Code skills, at the start and when proposed,
-    are kept only if their tests pass in the task's sandbox; lessons must recur (`min_sources`)."""
+    are kept only if their tests pass in the task's sandbox; an edit must recur (`min_sources`) and
+    strictly raise the val fitness of one m1 child of the population's best written with the library."""
 
     name = "skills"
     phases = ("skills",)
@@ -384,11 +385,11 @@ class AHDSkills(CarriesSkills, EoH):
             if operator in CROSSOVERS and len(population) < 2:
                 operator = "m1"
             parents = population.select(runner.rng, 2 if operator in CROSSOVERS else 1)
-            hints, names = render_prompt([s for s in ranked if s.name in subset], settings.prompt_tokens)
-            helpers = helpers_source(s for s in ranked if s.name in names)
-            requests.append(ProposalRequest(operator, tuple(as_parent(p) for p in parents), hints, helpers=helpers))
+            mine = [s for s in ranked if s.name in subset]
+            request, names = skills_request(operator, [as_parent(p) for p in parents], mine, settings.prompt_tokens)
+            requests.append(request)
             judged_against.append(max(parents, key=lambda p: p.fitness))
-            shown.append(frozenset(names))
+            shown.append(names)
         worst = population.worst_fitness
         children = runner.propose(requests)
         shown = shown[: len(children)]
@@ -396,9 +397,11 @@ class AHDSkills(CarriesSkills, EoH):
         library = self.skills.library.with_uses(set().union(*shown), runner.generation)
         self.skills.library = credited(library, shown, rewards)
         population.add(children)
-        if runner.budget_left:
-            gates = [RecurrenceGate(settings.min_sources), self.tests_gate(runner)]
-            self.skills.learn(runner, failed_children(runner.generation, children, rewards), gates)
+        if runner.budget_left and population.best is not None:
+            with runner.evaluator_for("val") as val:
+                heldout = ValScore(runner, as_parent(population.best), val, runner.sampling_for_call())
+                gates = [RecurrenceGate(settings.min_sources), self.tests_gate(runner), AcceptanceGate(heldout)]
+                self.skills.learn(runner, failed_children(runner.generation, children, rewards), gates)
 
 
 class Skills(AgentSkills):

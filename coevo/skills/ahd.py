@@ -11,13 +11,24 @@ makes the module raise, which the sandbox reports like any candidate error; noth
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from coevo.candidate import Candidate
+from coevo.candidate import Candidate, fitness_of
 from coevo.evaluate.evaluator import Evaluator
+from coevo.llm.base import SamplingParams
+from coevo.operators.eoh import ProposalRequest
+from coevo.operators.records import Parent, Proposal
 from coevo.skills.gates import CodeTestResult
+from coevo.skills.library import Library
+from coevo.skills.render import by_credit, render_prompt
 from coevo.skills.skill import Skill
 from coevo.workload import Trajectory, Turn
+
+if TYPE_CHECKING:
+    from coevo.run.runner import Runner
 
 
 def defined_functions(code: str) -> set[str]:
@@ -32,6 +43,35 @@ def defined_functions(code: str) -> set[str]:
 def helpers_source(skills: Iterable[Skill]) -> str:
     """The code skills' sources, one after another, for a proposal request's `helpers`."""
     return "\n\n".join(skill.code.rstrip() + "\n" for skill in skills if skill.code is not None)
+
+
+def skills_request(operator: str, parents: Sequence[Parent], skills: Sequence[Skill], budget: int) -> tuple[ProposalRequest, frozenset[str]]:
+    """(a request showing `skills` rendered within `budget` tokens, with their helpers; the names shown)."""
+    hints, names = render_prompt(skills, budget)
+    helpers = helpers_source(s for s in skills if s.name in names)
+    return ProposalRequest(operator, tuple(parents), hints, helpers=helpers), frozenset(names)
+
+
+@dataclass
+class ValScore:
+    """The held-out score of a library on an AHD task, for `AcceptanceGate`: the val fitness of one m1
+    child of `parent` written with the whole library, every library asked under the same `sampling`
+    seed so only the library differs. An unusable or invalid child scores -inf. Not charged to the
+    budget (as the agent workload's held-out episodes are not); its LLM calls are recorded."""
+
+    runner: Runner
+    parent: Parent
+    val: Evaluator
+    sampling: SamplingParams
+
+    def __call__(self, library: Library) -> float:
+        request, _ = skills_request("m1", [self.parent], by_credit(library), self.runner.config.skills.prompt_tokens)
+        (item,) = self.runner.operators.propose_many([request], self.sampling)
+        self.runner.record_text([item])
+        if not isinstance(item, Proposal):
+            return -math.inf
+        result = self.val.evaluate(item.code)
+        return -math.inf if result.objective is None else fitness_of(result.objective, self.val.task.sense)
 
 
 class SandboxTests:
