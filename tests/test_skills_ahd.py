@@ -9,8 +9,8 @@ import pytest
 
 from coevo.evaluate.evaluator import Evaluator
 from coevo.llm.base import Completion
-from coevo.run.config import validate
-from coevo.run.session import start_run
+from coevo.run.config import RunConfig, validate
+from coevo.run.session import resume_run, start_run
 from coevo.skills import Library, Skill, load_library, save_library
 from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.operators.ledger import BudgetLedger
@@ -118,10 +118,8 @@ def starting_library(tmp_path: Path) -> Path:
     return path
 
 
-def test_ahd_skills_gates_links_and_credits_helpers_and_learns_from_failed_children(
-    tmp_path: Path, starting_library: Path
-) -> None:
-    config = validate(
+def skills_config(library: Path) -> RunConfig:
+    return validate(
         {
             "task": "tsp_construct",
             "method": "skills",
@@ -130,11 +128,16 @@ def test_ahd_skills_gates_links_and_credits_helpers_and_learns_from_failed_child
             "seed": 3,
             "population_size": 4,
             "eval": {"limit": 4, "workers": 1},
-            "skills": {"library": str(starting_library), "analyses": 3},
+            "skills": {"library": str(library), "analyses": 3},
         }
     )
+
+
+def test_ahd_skills_gates_links_and_credits_helpers_and_learns_from_failed_children(
+    tmp_path: Path, starting_library: Path
+) -> None:
     llm = HelperAwareLLM()
-    with start_run(config, tmp_path / "run", llm) as runner:
+    with start_run(skills_config(starting_library), tmp_path / "run", llm) as runner:
         runner.run()
         skills = runner.method.skills
         library, refusals = skills.library, skills.refused.refusals
@@ -155,3 +158,20 @@ def test_ahd_skills_gates_links_and_credits_helpers_and_learns_from_failed_child
     seeded = [c for index, c in enumerate(candidates) if index >= 8 and "0.4 * distance_matrix" in c.code]
     assert seeded, "generation 2 is shown the lesson that won on val, and follows it"
     assert set(load_library(tmp_path / "run" / RUN_LIBRARY_DIR)) == set(library)
+
+
+def test_a_resumed_ahd_skills_run_ends_with_the_library_of_an_uninterrupted_one(
+    tmp_path: Path, starting_library: Path
+) -> None:
+    with start_run(skills_config(starting_library), tmp_path / "whole", HelperAwareLLM()) as runner:
+        runner.run()
+        whole = runner.method.skills.library
+    with start_run(skills_config(starting_library), tmp_path / "cut", HelperAwareLLM()) as runner:
+        runner.run_step()
+        runner.run_step()  # generation 1 committed, with the lesson it admitted
+    with resume_run(tmp_path / "cut", HelperAwareLLM()) as runner:
+        runner.run()
+        resumed = runner.method.skills
+    assert resumed.library.hash == whole.hash and set(whole) == {"closest-city", "prefer-near-cities"}
+    assert {n: s.meta for n, s in resumed.library.items()} == {n: s.meta for n, s in whole.items()}, "credit too"
+    assert [r.gate for r in resumed.refused.refusals] == ["tests"]
