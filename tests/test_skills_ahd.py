@@ -154,7 +154,7 @@ def test_ahd_skills_gates_links_and_credits_helpers_and_learns_from_failed_child
     lesson = library["prefer-near-cities"]
     assert lesson.meta.generation == 1 and len(lesson.meta.sources) >= 2, "a lesson seen in 2+ failed children"
     assert calls[3 + 4 : 3 + 4 + 5] == ["skill-analysis"] * 3 + ["m1", "m1"], "held-out child without, then with it"
-    assert len(calls) == 3 + 4 + 5 + 4, "every call is recorded (3 i1, not the seed); held-out children make no candidates"
+    assert len(calls) == 3 + 4 + 5 + 4, "every call is recorded (3 i1, no seed); held-out children make no candidate"
     seeded = [c for index, c in enumerate(candidates) if index >= 8 and "0.4 * distance_matrix" in c.code]
     assert seeded, "generation 2 is shown the lesson that won on val, and follows it"
     assert set(load_library(tmp_path / "run" / RUN_LIBRARY_DIR)) == set(library)

@@ -357,10 +357,11 @@ class AHDSkills(CarriesSkills, EoH):
     """`skills` on an AHD task, weights fixed: EoH offspring (e1 e2 m1 m2 in turn), each request shown
     its own half of the library (`shown_to`) as hints, text procedures and helper functions alike. A
     child that calls a helper it was shown gets its source in its code (`ProposalRequest.helpers`), so
-    the usual validation runs on what is stored. Each skill is credited with its effect on the improvement reward against its
-    absence; the failed children are analysed into edits. Code skills, at the start and when proposed,
-    are kept only if their tests pass in the task's sandbox; an edit must recur (`min_sources`) and
-    strictly raise the val fitness of one m1 child of the population's best written with the library."""
+    the usual validation runs on what is stored. Each skill is credited with its effect on the
+    improvement reward against its absence; the failed children are analysed into edits. Code skills,
+    at the start and when proposed, are kept only if their tests pass in the task's sandbox; an edit
+    must recur (`min_sources`) and strictly raise the val fitness of one m1 child of the population's
+    best written with the library (`ValScore`)."""
 
     name = "skills"
     phases = ("skills",)
@@ -386,21 +387,23 @@ class AHDSkills(CarriesSkills, EoH):
                 operator = "m1"
             parents = population.select(runner.rng, 2 if operator in CROSSOVERS else 1)
             mine = [s for s in ranked if s.name in subset]
-            request, names = skills_request(operator, [as_parent(p) for p in parents], mine, settings.prompt_tokens)
+            request, rendered = skills_request(operator, [as_parent(p) for p in parents], mine, settings.prompt_tokens)
             requests.append(request)
             judged_against.append(max(parents, key=lambda p: p.fitness))
-            shown.append(names)
+            shown.append(rendered)
         worst = population.worst_fitness
         children = runner.propose(requests)
         shown = shown[: len(children)]
-        rewards = [improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children)]
+        rewards = [
+            improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children, strict=False)
+        ]
         library = self.skills.library.with_uses(set().union(*shown), runner.generation)
         self.skills.library = credited(library, shown, rewards)
         population.add(children)
         if runner.budget_left and population.best is not None:
             with runner.evaluator_for("val") as val:
                 heldout = ValScore(runner, as_parent(population.best), val, runner.sampling_for_call())
-                gates = [RecurrenceGate(settings.min_sources), self.tests_gate(runner), AcceptanceGate(heldout)]
+                gates = (RecurrenceGate(settings.min_sources), self.tests_gate(runner), AcceptanceGate(heldout))
                 self.skills.learn(runner, failed_children(runner.generation, children, rewards), gates)
 
 

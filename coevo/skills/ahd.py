@@ -1,11 +1,12 @@
 """The AHD side of the skill library: code skills are helper functions a heuristic may call.
 
-The code skills a request is shown are read by the parser before the answer (`ProposalRequest.helpers`),
-so a child that calls a helper without defining it gets the helper's source in its code: what is stored
-is self-contained, and the normal validation (policy check, sandbox, task scoring) runs on it. A code skill's own tests run in the
-task's sandbox as one ordinary candidate: the helper, its tests, a call of each `test_*` function at
-module level, then the task's seed heuristic so the module loads as a candidate. A failing assertion
-makes the module raise, which the sandbox reports like any candidate error; nothing new runs outside it.
+The code skills a request is shown are read by the parser before the answer
+(`ProposalRequest.helpers`), so a child that calls a helper without defining it gets the helper's
+source in its code: what is stored is self-contained, and the normal validation (policy check,
+sandbox, task scoring) runs on it. A code skill's own tests run in the task's sandbox as one ordinary
+candidate: the helper, its tests, a call of each `test_*` function at module level, then the task's
+seed heuristic so the module loads as a candidate. A failing assertion makes the module raise, which
+the sandbox reports like any candidate error; nothing new runs outside it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def helpers_source(skills: Iterable[Skill]) -> str:
     return "\n\n".join(skill.code.rstrip() + "\n" for skill in skills if skill.code is not None)
 
 
-def skills_request(operator: str, parents: Sequence[Parent], skills: Sequence[Skill], budget: int) -> tuple[ProposalRequest, frozenset[str]]:
+def skills_request(
+    operator: str, parents: Sequence[Parent], skills: Sequence[Skill], budget: int
+) -> tuple[ProposalRequest, frozenset[str]]:
     """(a request showing `skills` rendered within `budget` tokens, with their helpers; the names shown)."""
     hints, names = render_prompt(skills, budget)
     helpers = helpers_source(s for s in skills if s.name in names)

@@ -57,7 +57,8 @@ class SkillLoop:
         `gates`, each starting skill is kept only if they pass it (the refused ones are buffered)."""
         loaded = starting_library(runner.config.skills.library)
         self.pinned = pin(loaded)
-        self.library = admit(Library(), [AddSkill(s) for s in loaded.values()], gates, self.refused) if gates else loaded
+        additions = [AddSkill(s) for s in loaded.values()]
+        self.library = admit(Library(), additions, gates, self.refused) if gates else loaded
         export_to_run_dir(self.library, runner.run_dir)
 
     def rendered(self, runner: Runner) -> tuple[str, list[str]]:
@@ -104,7 +105,8 @@ class SkillLoop:
         edits, calls = proposer.propose(self.library, self.rendered(runner)[0], failed, self.refused)
         runner.record_text(calls)
         if gates is None:
-            gates = [RecurrenceGate(settings.min_sources), AcceptanceGate(lambda library: heldout_score(runner, library))]
+            heldout = AcceptanceGate(lambda library: heldout_score(runner, library))
+            gates = [RecurrenceGate(settings.min_sources), heldout]
         admitted = admit(self.library, edits, gates, self.refused, runner.generation)
         self.library = merge_duplicates(admitted, runner.generation)
         export_to_run_dir(self.library, runner.run_dir)
