@@ -29,6 +29,10 @@ class ProposalRequest:
     parents: tuple[Parent, ...] = ()
     hints: str = ""
     templates: PromptTemplates | None = None
+    helpers: str = ""
+    """Source of functions the answer may call without defining (a skill library's code skills): the
+    parser reads it before the answer, so the code it assembles holds the helpers it reaches, and an
+    answer that defines a helper itself keeps its own."""
 
 
 PARENT_COUNTS: dict[str, tuple[int, int | None]] = {
@@ -147,7 +151,8 @@ class EoHOperators:
             return Rejection(reason, operator, prompt, completion, parents)
         if operator == "tune":
             return _retuned(request.parents[0], prompt, completion)
-        parsed = parse_heuristic(completion.text, self.spec, truncated=completion.finish_reason == "length")
+        text = f"```python\n{request.helpers}\n```\n{completion.text}" if request.helpers else completion.text
+        parsed = parse_heuristic(text, self.spec, truncated=completion.finish_reason == "length")
         if isinstance(parsed, ParseFailure):
             return Rejection(parsed.reason, operator, prompt, completion, parents)
         return Proposal(parsed.thought, parsed.code, operator, parents, prompt, completion, parsed.repairs)

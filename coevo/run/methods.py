@@ -35,7 +35,11 @@ from coevo.operators.reflection import ComponentRewriter, Reflector
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptVariant, as_parent
 from coevo.run.library import library_codes
+from coevo.skills.ahd import SandboxTests, ValScore, failed_children, skills_request
+from coevo.skills.credit import credited, shown_to
+from coevo.skills.gates import AcceptanceGate, CodeTestGate, RecurrenceGate
 from coevo.skills.loop import SkillLoop, failed_trajectories
+from coevo.skills.render import by_credit
 from coevo.skills.pinning import LibraryChanged
 from coevo.workload import Member
 
@@ -313,25 +317,12 @@ class AgentES(MembersArePopulation, Method):
         runner.tell(members[: len(evaluations)], [e.reward for e in evaluations])
 
 
-class AgentSkills(Method):
-    """The skill-library methods of the agent workload (REFERENCES section 8); `coevo.skills.loop`
-    holds their logic, each subclass says what weights its members carry and when it learns."""
-
-    workloads = ("agent",)
+class CarriesSkills:
+    """A method whose skill library (`coevo.skills.loop`) is carried across steps and pinned on resume."""
 
     def __init__(self, config: RunConfig) -> None:
-        super().__init__(config)
+        super().__init__(config)  # type: ignore[call-arg]
         self.skills = SkillLoop()
-
-    def initialise(self, runner: Runner) -> None:
-        """Pin the starting library, then measure it with the base weights on the held-out split."""
-        from coevo.run.heldout import record_heldout
-
-        self.skills.start(runner)
-        record_heldout(runner, "before")
-
-    def heldout_view(self, runner: Runner) -> tuple[Member, str]:
-        return self.skills.heldout_view(runner)
 
     def state(self) -> dict[str, Any]:
         return self.skills.state()
@@ -343,6 +334,77 @@ class AgentSkills(Method):
             self.skills.restore(state, self.config.skills.library)
         except LibraryChanged as exc:
             raise ConfigError(str(exc)) from None
+
+
+class AgentSkills(CarriesSkills, Method):
+    """The skill-library methods of the agent workload (REFERENCES section 8); `coevo.skills.loop`
+    holds their logic, each subclass says what weights its members carry and when it learns."""
+
+    workloads = ("agent",)
+
+    def initialise(self, runner: Runner) -> None:
+        """Pin the starting library, then measure it with the base weights on the held-out split."""
+        from coevo.run.heldout import record_heldout
+
+        self.skills.start(runner)
+        record_heldout(runner, "before")
+
+    def heldout_view(self, runner: Runner) -> tuple[Member, str]:
+        return self.skills.heldout_view(runner)
+
+
+class AHDSkills(CarriesSkills, EoH):
+    """`skills` on an AHD task, weights fixed: EoH offspring (e1 e2 m1 m2 in turn), each request shown
+    its own half of the library (`shown_to`) as hints, text procedures and helper functions alike. A
+    child that calls a helper it was shown gets its source in its code (`ProposalRequest.helpers`), so
+    the usual validation runs on what is stored. Each skill is credited with its effect on the
+    improvement reward against its absence; the failed children are analysed into edits. Code skills,
+    at the start and when proposed, are kept only if their tests pass in the task's sandbox; an edit
+    must recur (`min_sources`) and strictly raise the val fitness of one m1 child of the population's
+    best written with the library (`ValScore`)."""
+
+    name = "skills"
+    phases = ("skills",)
+
+    def initialise(self, runner: Runner) -> None:
+        self.skills.start(runner, [self.tests_gate(runner)])
+        super().initialise(runner)
+
+    def tests_gate(self, runner: Runner) -> CodeTestGate:
+        return CodeTestGate(SandboxTests(runner.evaluator, runner.task.seed_code()))
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        if self.refill(runner):
+            return
+        settings, population = self.config.skills, runner.population
+        ranked = by_credit(self.skills.library)
+        names = [s.name for s in ranked]
+        subsets = shown_to(names, self.config.population_size, self.config.seed, runner.generation, settings.show_share)
+        requests, judged_against, shown = [], [], []
+        for index, subset in enumerate(subsets):
+            operator = EoH.phases[index % len(EoH.phases)]
+            if operator in CROSSOVERS and len(population) < 2:
+                operator = "m1"
+            parents = population.select(runner.rng, 2 if operator in CROSSOVERS else 1)
+            mine = [s for s in ranked if s.name in subset]
+            request, rendered = skills_request(operator, [as_parent(p) for p in parents], mine, settings.prompt_tokens)
+            requests.append(request)
+            judged_against.append(max(parents, key=lambda p: p.fitness))
+            shown.append(rendered)
+        worst = population.worst_fitness
+        children = runner.propose(requests)
+        shown = shown[: len(children)]
+        rewards = [
+            improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children, strict=False)
+        ]
+        library = self.skills.library.with_uses(set().union(*shown), runner.generation)
+        self.skills.library = credited(library, shown, rewards)
+        population.add(children)
+        if runner.budget_left and population.best is not None:
+            with runner.evaluator_for("val") as val:
+                heldout = ValScore(runner, as_parent(population.best), val, runner.sampling_for_call())
+                gates = (RecurrenceGate(settings.min_sources), self.tests_gate(runner), AcceptanceGate(heldout))
+                self.skills.learn(runner, failed_children(runner.generation, children, rewards), gates)
 
 
 class Skills(AgentSkills):
@@ -477,7 +539,7 @@ def prompt_id(templates: PromptTemplates, notes: str) -> str:
 
 
 METHOD_CLASSES: tuple[type[Method], ...] = (
-    Sample, EoH, SampleES, EoHES, Coevo, AgentES, AgentGRPO, Skills, AgentCoevo, ESThenSkills
+    Sample, EoH, SampleES, EoHES, Coevo, AgentES, AgentGRPO, Skills, AgentCoevo, ESThenSkills, AHDSkills
 )
 """Every method; a name may have one class per workload kind (`coevo`)."""
 

@@ -232,8 +232,10 @@ class Runner:
         self._progress()
         return candidates
 
-    def record_text(self, items: Sequence[TextProposal | Rejection], prompt_id: str | None = None) -> None:
-        """Store the LLM calls of word-answering operators (reflections, prompt rewrites)."""
+    def record_text(
+        self, items: Sequence[Proposal | TextProposal | Rejection], prompt_id: str | None = None
+    ) -> None:
+        """Store the LLM calls that make no candidate: reflections, prompt rewrites, held-out probes."""
         for item in items:
             self.store.add_llm_call(self.step, item, self._weights_ref(None), prompt_id)
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from coevo.credit import additive_residuals, effects_against_absence
 from coevo.skills.credit import credited, shown_to
 from coevo.skills.dedupe import merge_duplicates
-from coevo.skills.gates import AcceptanceGate, RecurrenceGate, Refusal, RefusedBuffer, admit
+from coevo.skills.edits import AddSkill
+from coevo.skills.gates import AcceptanceGate, Gate, RecurrenceGate, Refusal, RefusedBuffer, admit
 from coevo.skills.library import Library
 from coevo.skills.pinning import (
     check_pin,
@@ -51,10 +52,13 @@ class SkillLoop:
     trajectories: list[tuple[str, Trajectory]] = field(default_factory=list)
     """Failed trajectories kept for a later distillation (es-then-skills)."""
 
-    def start(self, runner: Runner) -> None:
-        """Generation 0: load the configured library and pin its skills' hashes in the step state."""
-        self.library = starting_library(runner.config.skills.library)
-        self.pinned = pin(self.library)
+    def start(self, runner: Runner, gates: Sequence[Gate] = ()) -> None:
+        """Generation 0: load the configured library and pin its skills' hashes in the step state; with
+        `gates`, each starting skill is kept only if they pass it (the refused ones are buffered)."""
+        loaded = starting_library(runner.config.skills.library)
+        self.pinned = pin(loaded)
+        additions = [AddSkill(s) for s in loaded.values()]
+        self.library = admit(Library(), additions, gates, self.refused) if gates else loaded
         export_to_run_dir(self.library, runner.run_dir)
 
     def rendered(self, runner: Runner) -> tuple[str, list[str]]:
@@ -90,14 +94,19 @@ class SkillLoop:
         names = ", ".join(self.library) or "empty"
         return view, f"{self.library.hash[:12]} ({names})"
 
-    def learn(self, runner: Runner, failed: Sequence[tuple[str, Trajectory]]) -> None:
-        """Propose edits from `failed` trajectories, admit the ones the gates pass, export the library."""
+    def learn(
+        self, runner: Runner, failed: Sequence[tuple[str, Trajectory]], gates: Sequence[Gate] | None = None
+    ) -> None:
+        """Propose edits from `failed` trajectories, admit the ones `gates` pass (default: recurrence,
+        then the held-out batch of the agent workload), export the library."""
         settings = runner.config.skills
         sampling = replace(runner.sampling_for_call(), max_new_tokens=settings.answer_tokens)
         proposer = EditProposer(runner.llm, sampling, settings.analyses, settings.max_edits)
         edits, calls = proposer.propose(self.library, self.rendered(runner)[0], failed, self.refused)
         runner.record_text(calls)
-        gates = [RecurrenceGate(settings.min_sources), AcceptanceGate(lambda library: heldout_score(runner, library))]
+        if gates is None:
+            heldout = AcceptanceGate(lambda library: heldout_score(runner, library))
+            gates = [RecurrenceGate(settings.min_sources), heldout]
         admitted = admit(self.library, edits, gates, self.refused, runner.generation)
         self.library = merge_duplicates(admitted, runner.generation)
         export_to_run_dir(self.library, runner.run_dir)
