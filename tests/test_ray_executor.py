@@ -244,7 +244,7 @@ def test_a_run_through_ray_equals_the_local_run_bit_for_bit(cluster: str, local_
     assert finished.returncode == 0, finished.stderr
     assert_ends_as(tmp_path / "ray", expected)
     assert len(expected["rewards"]) == 2 and len({r for _, rs in expected["rewards"] for r in rs}) > 1
-    assert "evolved (2 ES updates) success on val" in finished.stdout
+    assert "trained (2 ES updates) success on val" in finished.stdout
 
 
 def ray_run_into_generations(
