@@ -361,6 +361,8 @@ class _Supervisor:
             self._watch()
         except ChannelError as error:
             self._fail(str(error))
+        except ConnectionError:
+            pass  # the child's end vanished with its process: the exit status says why, below
         except Exception as error:  # noqa: BLE001 - whatever the child sends, the verdict is ours
             self._fail(f"the child sent a malformed message: {type(error).__name__}: {str(error)[:200]}")
         finally:
