@@ -172,7 +172,7 @@ class RunConfig(_Section):
             raise ValueError(f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}")
         if kind == "ahd" and self.task is None:
             raise ValueError("config key 'task' is required")
-        extra = method_class(self.method, kind).extra
+        extra = method_class(self).extra
         if extra is not None and importlib.util.find_spec(extra[0]) is None:
             raise ValueError(f"method {self.method} needs the {extra[1]!r} extra: pip install 'coevo[{extra[1]}]'")
         return self
@@ -192,7 +192,7 @@ class RunConfig(_Section):
 
     @property
     def uses_weights(self) -> bool:
-        return method_class(self.method, self.workload.kind).uses_weights
+        return method_class(self).uses_weights
 
     @property
     def subject(self) -> str:

@@ -14,6 +14,8 @@ population, and the best prompt variant is rewritten by the LLM from the evaluat
 generation, so prompts and weights move on the same clock. Credit is split by a two-way decomposition:
 a prompt variant is scored by the mean reward of its members, and the weights are updated on each
 member's reward minus its variant's mean, so a good prompt cannot masquerade as a good direction.
+When the config names a skill library (`skills.library`), AHD `coevo` evolves that library instead of
+prompt variants (`AHDSkillsCoevo`), with the same split generalised to N skills (`coevo.credit`).
 """
 
 from __future__ import annotations
@@ -36,14 +38,15 @@ from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptVariant, as_parent
 from coevo.run.library import library_codes
 from coevo.skills.ahd import SandboxTests, ValScore, failed_children, skills_request
-from coevo.skills.credit import credited, shown_to
+from coevo.skills.credit import shown_to
 from coevo.skills.gates import AcceptanceGate, CodeTestGate, RecurrenceGate
 from coevo.skills.loop import SkillLoop, failed_trajectories
 from coevo.skills.render import by_credit
 from coevo.skills.pinning import LibraryChanged
-from coevo.workload import Member
+from coevo.workload import Member, Trajectory
 
 if TYPE_CHECKING:
+    from coevo.es.perturbation import Perturbation
     from coevo.run.config import RunConfig
     from coevo.run.runner import Runner
 
@@ -79,6 +82,12 @@ class Method:
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
+
+    @classmethod
+    def takes(cls, config: RunConfig) -> bool:
+        """Whether this class runs `config`, one of its method's: by workload kind, and for AHD `coevo`
+        by whether the config names a skill library."""
+        return config.workload.kind in cls.workloads
 
     def run_phase(self, runner: Runner, phase: str) -> None:
         if phase == "init":
@@ -201,13 +210,19 @@ class EoHES(EoH):
         runner.population.add(children)
 
 
-class Coevo(Method):
-    name = "coevo"
+class ESEachGeneration(Method):
+    """ES sizing of the joint AHD methods: a generation is one ES population, a child per member, and
+    ends in one update."""
+
     uses_weights = True
-    phases = ("joint",)
 
     def planned_updates(self, config: RunConfig) -> int:
         return planned_generations(config, self.es_population(config))
+
+
+class Coevo(ESEachGeneration):
+    name = "coevo"
+    phases = ("joint",)
 
     def generation_phase(self, runner: Runner, phase: str) -> None:
         if self.refill(runner):
@@ -376,10 +391,22 @@ class AHDSkills(CarriesSkills, EoH):
     def generation_phase(self, runner: Runner, phase: str) -> None:
         if self.refill(runner):
             return
+        children, rewards, _ = self.offspring_shown(runner, None)
+        runner.population.add(children)
+        if runner.budget_left:
+            self.learn(runner, failed_children(runner.generation, children, rewards))
+
+    def offspring_shown(
+        self, runner: Runner, members: Sequence[Perturbation] | None
+    ) -> tuple[list[Candidate], list[float], list[float]]:
+        """One child per request (`population_size` of them, or one per ES member written under it),
+        request i shown its own subset of the library; returns the children, their improvement rewards
+        and those rewards less the shown skills' additive effects (what ES is told). The shown skills'
+        uses and credit move with the rewards."""
         settings, population = self.config.skills, runner.population
         ranked = by_credit(self.skills.library)
-        names = [s.name for s in ranked]
-        subsets = shown_to(names, self.config.population_size, self.config.seed, runner.generation, settings.show_share)
+        count = self.config.population_size if members is None else len(members)
+        subsets = shown_to([s.name for s in ranked], count, self.config.seed, runner.generation, settings.show_share)
         requests, judged_against, shown = [], [], []
         for index, subset in enumerate(subsets):
             operator = EoH.phases[index % len(EoH.phases)]
@@ -392,19 +419,70 @@ class AHDSkills(CarriesSkills, EoH):
             judged_against.append(max(parents, key=lambda p: p.fitness))
             shown.append(rendered)
         worst = population.worst_fitness
-        children = runner.propose(requests)
-        shown = shown[: len(children)]
+        children = runner.propose(requests, members)
         rewards = [
             improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children, strict=False)
         ]
-        library = self.skills.library.with_uses(set().union(*shown), runner.generation)
-        self.skills.library = credited(library, shown, rewards)
-        population.add(children)
-        if runner.budget_left and population.best is not None:
-            with runner.evaluator_for("val") as val:
-                heldout = ValScore(runner, as_parent(population.best), val, runner.sampling_for_call())
-                gates = (RecurrenceGate(settings.min_sources), self.tests_gate(runner), AcceptanceGate(heldout))
-                self.skills.learn(runner, failed_children(runner.generation, children, rewards), gates)
+        return children, rewards, self.skills.record(runner.generation, shown[: len(children)], rewards)
+
+    def learn(self, runner: Runner, failed: Sequence[tuple[str, Trajectory]]) -> None:
+        """Edits from the `failed` children, gated by recurrence, the code skills' sandbox tests and the
+        val score of an m1 child of the population's best (none without a valid heuristic to write it from)."""
+        best = runner.population.best
+        if best is None:
+            return
+        with runner.evaluator_for("val") as val:
+            heldout = ValScore(runner, as_parent(best), val, runner.sampling_for_call())
+            gates = (RecurrenceGate(self.config.skills.min_sources), self.tests_gate(runner), AcceptanceGate(heldout))
+            self.skills.learn(runner, failed, gates)
+
+
+class AHDESThenSkills(ESEachGeneration, AHDSkills):
+    """`es-then-skills` on an AHD task: the `skills` generation with every child written under its own
+    ES perturbation and the starting library's content fixed; ES is told each improvement reward less
+    the shown skills' additive effects, as on the agent workload. The failed children of every
+    generation are kept (in the step state), and once the budget is spent they are distilled once into
+    edits, through the gates of `skills`."""
+
+    name = "es-then-skills"
+    phases = ("joint",)
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        if not self.refill(runner):
+            children, rewards = self.evolve(runner)
+            self.skills.trajectories += failed_children(runner.generation, children, rewards)
+        if not runner.budget_left:
+            self.learn(runner, self.skills.trajectories)
+
+    def evolve(self, runner: Runner) -> tuple[list[Candidate], list[float]]:
+        """One ES generation of skill-shown children: the ES update, the children added; returns them
+        with their improvement rewards."""
+        members = runner.engine.ask()
+        children, rewards, residuals = self.offspring_shown(runner, members)
+        runner.tell(members[: len(children)], residuals)
+        runner.population.add(children)
+        return children, rewards
+
+
+class AHDSkillsCoevo(AHDESThenSkills):
+    """`coevo` on an AHD task whose config names a skill library (`skills.library`; an empty directory
+    starts from none): each generation's skill-shown children, written under ES perturbations, give
+    both the ES update and the failed children the edits are learned from (not after the last one,
+    which no generation would use). Without `skills.library`, AHD `coevo` evolves prompt variants
+    (`Coevo`)."""
+
+    name = "coevo"
+
+    @classmethod
+    def takes(cls, config: RunConfig) -> bool:
+        return super().takes(config) and config.skills.library is not None
+
+    def generation_phase(self, runner: Runner, phase: str) -> None:
+        if self.refill(runner):
+            return
+        children, rewards = self.evolve(runner)
+        if runner.budget_left:
+            self.learn(runner, failed_children(runner.generation, children, rewards))
 
 
 class Skills(AgentSkills):
@@ -539,9 +617,22 @@ def prompt_id(templates: PromptTemplates, notes: str) -> str:
 
 
 METHOD_CLASSES: tuple[type[Method], ...] = (
-    Sample, EoH, SampleES, EoHES, Coevo, AgentES, AgentGRPO, Skills, AgentCoevo, ESThenSkills, AHDSkills
+    Sample,
+    EoH,
+    SampleES,
+    EoHES,
+    AHDSkillsCoevo,
+    Coevo,
+    AgentES,
+    AgentGRPO,
+    Skills,
+    AgentCoevo,
+    ESThenSkills,
+    AHDSkills,
+    AHDESThenSkills,
 )
-"""Every method; a name may have one class per workload kind (`coevo`)."""
+"""Every method; a name may have several classes (`coevo`: AHD with a skill library, AHD, agent), and
+the first that `takes` a config runs it."""
 
 METHODS: dict[str, type[Method]] = {}
 """Every method by its config name (the first class of a name); the config's valid names derive from it."""
@@ -549,6 +640,6 @@ for _method in METHOD_CLASSES:
     METHODS.setdefault(_method.name, _method)
 
 
-def method_class(name: str, workload: str) -> type[Method]:
-    """The class of method `name` on workload kind `workload` (the first of that name if none fits)."""
-    return next((m for m in METHOD_CLASSES if m.name == name and workload in m.workloads), METHODS[name])
+def method_class(config: RunConfig) -> type[Method]:
+    """The class that runs `config` (the first of its method's name if none takes it)."""
+    return next((m for m in METHOD_CLASSES if m.name == config.method and m.takes(config)), METHODS[config.method])

@@ -69,7 +69,7 @@ class Runner:
             max_new_tokens=config.llm.max_new_tokens, temperature=config.llm.temperature, top_p=config.llm.top_p
         )
         self.operators = self._operators()
-        self.method: Method = method_class(config.method, config.workload.kind)(config)
+        self.method: Method = method_class(config)(config)
         self.population = Population(config.population_size)
         self.prompts = PromptPool(config.coevo.prompt_pool, [self.method.initial_prompt()])
         self.rng = np.random.default_rng(config.seed)

@@ -77,16 +77,21 @@ class SkillLoop:
         views, shown = zip(*(member_view([s for s in ranked if s.name in subset], settings) for subset in subsets))
         evaluations = runner.play(perturbations, views, traces=True)
         valid = [i for i, e in enumerate(evaluations) if e.reward is not None]
-        subsets_played = [shown[i] for i in valid]
-        rewards = [evaluations[i].reward for i in valid]
-        library = self.library.with_uses(set().union(*subsets_played), runner.generation)
-        self.library = credited(library, subsets_played, rewards)
+        residuals = self.record(runner.generation, [shown[i] for i in valid], [evaluations[i].reward for i in valid])
         es_rewards: list[float | None] = [None] * len(evaluations)
-        if rewards:
-            residuals = additive_residuals(subsets_played, rewards, effects_against_absence(subsets_played, rewards))
-            for i, residual in zip(valid, residuals, strict=True):
-                es_rewards[i] = residual
+        for i, residual in zip(valid, residuals, strict=True):
+            es_rewards[i] = residual
         return evaluations, es_rewards
+
+    def record(self, generation: int, shown: Sequence[frozenset[str]], rewards: Sequence[float]) -> list[float]:
+        """Count the uses of the skills `shown` and move their credit by their effects on `rewards` (member
+        i was shown `shown[i]`); returns each member's reward less its skills' additive effects, the
+        reward ES is told, so a skill's help is not credited to the member's direction."""
+        library = self.library.with_uses(set().union(*shown), generation)
+        self.library = credited(library, shown, rewards)
+        if not rewards:
+            return []
+        return additive_residuals(shown, rewards, effects_against_absence(shown, rewards))
 
     def heldout_view(self, runner: Runner) -> tuple[Member, str]:
         """The whole library as held-out episodes see it, and its name in reports: hash and skills."""
