@@ -51,3 +51,38 @@ def test_quick_comparison_runs_end_to_end_and_writes_table_json_and_plot(tmp_pat
     assert all(r["llm_calls"] >= r["episodes"] for r in summary["runs"]), "one turn at least per episode"
     assert (out / "compare.md").read_text().startswith("Held-out success on gridnav")
     assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_finished_runs_are_recorded_and_reused_and_other_settings_run_again(tmp_path: Path, monkeypatch):
+    import compare
+
+    played = []
+
+    def fake_run(method, seed, settings, model, workdir, llm=None):
+        played.append((method, seed))
+        return run(method, seed, after=0.5)
+
+    monkeypatch.setattr(compare, "one_run", fake_run)
+    out = tmp_path / "out"
+    assert compare.main(["--quick", "--seeds", "1", "--out", str(out)]) == 0
+    assert played == [(m, 0) for m in METHODS]
+    assert compare.main(["--quick", "--seeds", "2", "--out", str(out)]) == 0
+    assert played[len(METHODS) :] == [(m, 1) for m in METHODS], "seed 0 came from its records"
+    summary = json.loads((out / "compare.json").read_text())
+    assert summary["settings"]["seeds"] == 2 and len(summary["runs"]) == 2 * len(METHODS)
+    assert compare.main(["--quick", "--seeds", "1", "--model", "other", "--out", str(out)]) == 0
+    assert played[2 * len(METHODS) :] == [(m, 0) for m in METHODS], "another model's runs are not reused"
+
+
+def test_record_only_tables_the_complete_seeds_and_refuses_when_there_are_none(tmp_path: Path, monkeypatch, capsys):
+    import compare
+
+    monkeypatch.setattr(compare, "one_run", lambda method, seed, *a, **k: run(method, seed, after=0.25 * seed))
+    out = tmp_path / "out"
+    assert compare.main(["--quick", "--seeds", "1", "--out", str(out), "--record-only"]) == 2
+    assert "no seed has all" in capsys.readouterr().err
+    assert compare.main(["--quick", "--seeds", "2", "--out", str(out)]) == 0
+    (out / "runs" / "coevo__s1.json").unlink()  # seed 1 now lacks a method
+    assert compare.main(["--quick", "--seeds", "2", "--out", str(out), "--record-only"]) == 0
+    summary = json.loads((out / "compare.json").read_text())
+    assert summary["settings"]["seeds"] == 1 and {r["seed"] for r in summary["runs"]} == {0}

@@ -1,6 +1,6 @@
 """No skill, `skills`, `es`, `es-then-skills` and `coevo` on one agent task at matched budgets.
 
-Usage: python experiments/skills/compare.py [--quick] [--json] [--seeds N] [--model M] [--out DIR]
+Usage: python experiments/skills/compare.py [--quick] [--json] [--seeds N] [--model M] [--out DIR] [--record-only]
 
 Every method gets the same budget of member evaluations (population x generations, each member playing
 the generation's search episodes) and is then measured on the same held-out episodes: `es` with the
@@ -8,6 +8,11 @@ evolved weights, the skill methods with their final library (and their weights).
 base weights with no text, measured on those episodes once per seed (the `es` run's "before"). What each
 run actually spent is counted and reported beside its result: episodes played (search, skill gates)
 and LLM calls (agent turns, trajectory analyses); the held-out measurements are not counted.
+
+Each finished (method, seed) run is recorded in DIR/runs/<method>__s<seed>.json with the settings and
+model it ran under; running the script again with the same DIR skips those runs (records made under
+other settings are run again), so the SmolLM2 comparison can be filled in over several sessions and
+`--seeds` raised later. `--record-only` writes the table from whatever records DIR holds.
 
 Per method: mean +- std of held-out success over seeds; against no skill and against `coevo`, the
 per-seed differences with the paired test of `coevo.stats` (Wilcoxon signed rank; with few seeds it
@@ -28,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -155,6 +160,25 @@ def one_run(method: str, seed: int, settings: Settings, model: str, workdir: Pat
     }
 
 
+def recorded_run(
+    method: str, seed: int, settings: Settings, model: str, records: Path, record_only: bool
+) -> dict | None:
+    """The record of run (method, seed) under these settings and model: read if it was finished before,
+    else run now and written (None with `record_only` when there is none)."""
+    path = records / f"{method}__s{seed}.json"
+    key = {"settings": settings.__dict__ | {"seeds": None}, "model": model}
+    if path.exists():
+        stored = json.loads(path.read_text())
+        if {k: stored.get(k) for k in key} == key:
+            return stored["run"]
+    if record_only:
+        return None
+    with tempfile.TemporaryDirectory() as scratch:
+        run = one_run(method, seed, settings, model, Path(scratch))
+    path.write_text(json.dumps({**key, "run": run}, indent=2) + "\n")
+    return run
+
+
 def summarise(runs: list[dict]) -> dict:
     """Per arm: mean, std, spend; paired per-seed differences against no skill and against coevo."""
     by_arm: dict[str, dict[int, dict]] = {}
@@ -236,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="seeds per method")
     parser.add_argument("--model", default=None, help="model (default: smollm2-135m; --quick: the tiny test agent)")
     parser.add_argument("--out", type=Path, default=Path("skills-compare"), help="where the table and plot go")
+    parser.add_argument("--record-only", action="store_true", help="run nothing: the table from DIR's records")
     args = parser.parse_args(argv)
     if args.seeds is not None and args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -246,12 +271,21 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.path.insert(0, str(REPO / "tests"))
         torch.set_num_threads(1)  # tiny matrices: more threads only spin on a shared CPU
+    records = args.out / "runs"
+    records.mkdir(parents=True, exist_ok=True)
     runs = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for seed in range(settings.seeds):
-            for method in METHODS:
-                runs.append(one_run(method, seed, settings, model, Path(scratch)))
+    for seed in range(settings.seeds):
+        for method in METHODS:
+            runs.append(recorded_run(method, seed, settings, model, records, args.record_only))
+            if runs[-1] is not None:
                 print(f"seed {seed} {method}: held-out {runs[-1]['after']:.3f}", file=sys.stderr)
+    finished = [r for r in runs if r is not None]
+    complete = sorted({r["seed"] for r in finished if sum(f["seed"] == r["seed"] for f in finished) == len(METHODS)})
+    if not complete:
+        print(f"compare: no seed has all {len(METHODS)} methods recorded in {records} yet", file=sys.stderr)
+        return 2
+    runs = [r for r in finished if r["seed"] in complete]
+    settings = replace(settings, seeds=len(complete))  # the table speaks of the seeds it holds
     summary = {**summarise(runs), "settings": settings.__dict__, "model": model, "runs": runs}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.md").write_text(markdown(summary, settings, model))
