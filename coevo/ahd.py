@@ -28,7 +28,15 @@ class AHDWorkload:
 
     def evaluate(self, members: Sequence[Member], *, traces: bool = False) -> list[Evaluation]:
         """Verdicts in order; heuristics have no episodes, so `traces` brings none."""
-        codes = [self._first_with_logic(m.text) for m in members]
+        return self.verdicts(self.codes(members))
+
+    def codes(self, members: Sequence[Member]) -> list[str]:
+        """The code each member is scored as: the first this workload saw with its logic. A remote
+        executor ships these, so a worker's verdict is the one this process would give."""
+        return [self._first_with_logic(m.text) for m in members]
+
+    def verdicts(self, codes: Sequence[str]) -> list[Evaluation]:
+        """The sandbox's verdicts on exactly `codes`, in order: a worker scores what `codes` named so."""
         return [self._evaluation(result) for result in self.evaluator.evaluate_many(codes)]
 
     def remember(self, texts: Iterable[str]) -> None:

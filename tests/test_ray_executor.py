@@ -4,7 +4,8 @@ even when a worker or the driver is killed with SIGKILL mid-run.
 The replica a worker holds is tested without Ray first; the cluster tests skip when the `ray` extra is
 absent, and are slow ones (a cluster and several runs each). Agent runs use the terse tiny random Llama
 agent (`tiny_lm:build_terse_tiny_agent`), heuristic-design runs the weight-sensitive scripted LLM
-(`scripted_llm:build`), so a run takes seconds on an idle machine.
+(`scripted_llm:build`), so a run takes seconds on an idle machine. A heuristic-design run without ES (`eoh`)
+writes on the driver and scores every heuristic in the workers' sandboxes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from coevo.candidate import WeightsRef
 from coevo.cli import main
 from coevo.run.config import ConfigError, load_config, validate
 from coevo.run.executor import LocalExecutor
-from coevo.run.ray_executor import MemberReplica, StaleReplica
+from coevo.run.ray_executor import MemberReplica, RayExecutor, StaleReplica
 from coevo.run.runner import Runner, summary
 from coevo.run.session import load_llm, start_run
 from coevo.run.store import RunStore
@@ -55,11 +56,12 @@ needs_ray = pytest.mark.skipif(
 
 
 def write_config(tmp_path: Path, budget: int, kind: str = "agent") -> Path:
+    """The agent run, or the heuristic-design run the resume tests kill with method `kind`, at `budget`."""
     path = tmp_path / f"{kind}-{budget}.toml"
     if kind == "agent":
         path.write_text(CONFIG.format(budget=budget))
-    else:  # the heuristic-design ES run the resume tests kill, at this budget
-        path.write_text(AHD_CONFIG.format(method="eoh+es").replace("budget = 34", f"budget = {budget}"))
+    else:
+        path.write_text(AHD_CONFIG.format(method=kind).replace("budget = 34", f"budget = {budget}"))
     return path
 
 
@@ -74,26 +76,30 @@ def local_run(local_runs: dict[tuple[str, int], dict], tmp_path: Path, budget: i
         run_dir = tmp_path / f"local-{kind}-{budget}"
         finished = coevo("run", str(write_config(tmp_path, budget, kind)), "--run-dir", str(run_dir))
         assert finished.returncode == 0, finished.stderr
-        local_runs[kind, budget] = show(run_dir) | {"rewards": rewards(run_dir)}
+        local_runs[kind, budget] = outcome(run_dir)
     return local_runs[kind, budget]
 
 
-def rewards(run_dir: Path) -> list[tuple]:
-    from coevo.run.store import RunStore
-
+def outcome(run_dir: Path) -> dict:
+    """A run's `coevo runs show --json`, every ES member's reward and every candidate's verdict."""
     store = RunStore.open(run_dir)
     try:
-        return [(r.seeds, r.raw_rewards) for r in store.es_records()]
+        return show(run_dir) | {
+            "rewards": [(r.seeds, r.raw_rewards) for r in store.es_records()],
+            "candidates": [(c.code, c.fitness, c.objective, c.reason) for _, c in store.candidates()],
+        }
     finally:
         store.close()
 
 
 def assert_ends_as(run_dir: Path, expected: dict) -> None:
-    """The run finished with the local run's weights, and every member earned the same reward."""
-    actual = show(run_dir) | {"rewards": rewards(run_dir)}
+    """The run finished with the local run's weights, every member earned the same reward and every
+    candidate the same verdict."""
+    actual = outcome(run_dir)
     assert actual["status"] == "finished"
     assert actual["weights_sha256"] == expected["weights_sha256"]
     assert actual["rewards"] == expected["rewards"]
+    assert actual["candidates"] == expected["candidates"]
     assert actual["best"] == expected["best"] and actual["evaluations"] == expected["evaluations"]
 
 
@@ -134,15 +140,24 @@ AHD = {
 
 class ReplicaExecutor(LocalExecutor):
     """The Ray executor's worker side in this process: every AHD ES member written and scored by one replica
-    that only the history lines move on."""
+    that only the history lines move on, every other heuristic scored by it as the driver's workload names it."""
 
     def __init__(self, config) -> None:
         self.replica = MemberReplica(config.model_dump(mode="json"))
         self.proposed = 0
+        self.scored = 0
 
     def propose(self, jobs, *, generation, history):
         self.proposed += len(jobs)
         return [self.replica.propose([r.to_json() for r in history(0)], job) for job in jobs]
+
+    def evaluate(self, workload, members, *, generation, traces, history):
+        self.scored += len(members)
+        return [self.replica.score(code) for code in workload.codes(members)]
+
+
+def refuse(*args, **kwargs):
+    raise AssertionError("called where it must not be")
 
 
 def stored(store: RunStore) -> dict:
@@ -176,6 +191,25 @@ def test_ahd_members_written_and_scored_by_a_replica_equal_the_drivers(tmp_path:
     assert executor.proposed == sum(w.seed is not None for w in members) > 0
     assert executor.replica.step == updates - 1 > 0, "the last members wrote under the weights before the last update"
     assert len({fitness for _, fitness, *_ in expected["candidates"]}) > 2, "members differ, or the test proves nothing"
+
+
+def test_a_replica_that_only_scores_loads_no_model_and_gives_the_drivers_verdicts(tmp_path: Path, monkeypatch):
+    """`eoh` writes on the driver: its workers hold the sandbox alone, and scoring there changes no verdict."""
+    config = validate({**AHD, "method": "eoh"})
+    with start_run(config, tmp_path / "local") as local:
+        local.run()
+        expected = stored(local.store)
+    monkeypatch.setattr("coevo.run.session.load_llm", refuse)
+    executor = ReplicaExecutor(config)
+    assert executor.replica.host is None and executor.replica.operators is None
+    store = RunStore.create(tmp_path / "replica", config.model_dump(mode="json"))
+    with Runner(config, store, tmp_path / "replica", load_llm(config), executor=executor) as remote:
+        monkeypatch.setattr(remote.workload.evaluator, "evaluate_many", refuse)  # the driver's sandbox
+        remote.run()
+        actual = stored(remote.store)
+    assert actual == expected
+    assert executor.scored == sum(bool(code) for code, *_ in actual["candidates"]) > 0 and executor.proposed == 0
+    assert len({fitness for _, fitness, *_ in expected["candidates"]}) > 2, "verdicts differ, or the test proves nothing"
 
 
 def test_an_unknown_or_uninstalled_executor_is_refused_in_one_line_before_anything_loads(
@@ -303,8 +337,8 @@ def test_a_driver_killed_mid_run_resumes_on_ray_to_the_same_weights(cluster: str
 @pytest.mark.slow
 def test_an_ahd_es_run_through_ray_equals_the_local_run_bit_for_bit(cluster: str, local_runs, tmp_path: Path):
     """Workers write each ES member's heuristic under its perturbation and score it in their own sandbox."""
-    expected = local_run(local_runs, tmp_path, 26, "ahd")
-    config = write_config(tmp_path, 26, "ahd")
+    expected = local_run(local_runs, tmp_path, 26, "eoh+es")
+    config = write_config(tmp_path, 26, "eoh+es")
     finished = ray_run("run", str(config), "--run-dir", str(tmp_path / "ray"), address=cluster)
     assert finished.returncode == 0, finished.stderr
     assert_ends_as(tmp_path / "ray", expected)
@@ -313,10 +347,57 @@ def test_an_ahd_es_run_through_ray_equals_the_local_run_bit_for_bit(cluster: str
 
 @needs_ray
 @pytest.mark.slow
-def test_an_ahd_worker_killed_mid_generation_has_its_member_rewritten(cluster: str, local_runs, tmp_path: Path):
-    expected = local_run(local_runs, tmp_path, 26, "ahd")
+@pytest.mark.parametrize(
+    ("method", "task"), [("eoh+es", "MemberReplica.propose"), ("eoh", "MemberReplica.score")], ids=["writing", "scoring"]
+)
+def test_an_ahd_worker_killed_mid_generation_has_its_job_done_again(
+    cluster: str, local_runs, tmp_path: Path, method: str, task: str
+):
+    """An ES member is written and scored again, a heuristic written on the driver scored again."""
+    expected = local_run(local_runs, tmp_path, 26, method)
     run_dir = tmp_path / "ray"
-    driver = ray_run_into_generations(tmp_path, run_dir, cluster, 26, "ahd")
-    kill_a_playing_worker(driver, task="MemberReplica.propose")
+    driver = ray_run_into_generations(tmp_path, run_dir, cluster, 26, method)
+    kill_a_playing_worker(driver, task=task)
     assert driver.wait(timeout=300) == 0
     assert_ends_as(run_dir, expected)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_an_eoh_run_through_ray_equals_the_local_run(cluster: str, local_runs, tmp_path: Path):
+    """No ES: the driver writes every heuristic and the workers' sandboxes score them."""
+    expected = local_run(local_runs, tmp_path, 26, "eoh")
+    finished = ray_run("run", str(write_config(tmp_path, 26, "eoh")), "--run-dir", str(tmp_path / "ray"), address=cluster)
+    assert finished.returncode == 0, finished.stderr
+    assert_ends_as(tmp_path / "ray", expected)
+    assert expected["evaluations"] == 26 and len({fitness for _, fitness, *_ in expected["candidates"]}) > 2
+
+
+@needs_ray
+@pytest.mark.slow
+def test_eoh_heuristics_are_scored_on_both_nodes_and_never_by_the_drivers_sandbox(
+    cluster: str, local_runs, tmp_path: Path, monkeypatch
+):
+    import ray
+
+    def worker_view(replica: MemberReplica) -> tuple[str, int, bool]:
+        """On a worker (pickled by value): its node, its pid, and whether it holds a model."""
+        model = replica.host is not None or replica.operators is not None
+        return ray.get_runtime_context().get_node_id(), os.getpid(), model
+
+    expected = local_run(local_runs, tmp_path, 26, "eoh")
+    config = load_config(write_config(tmp_path, 26, "eoh"))
+    run_dir = tmp_path / "in-process"
+    executor = RayExecutor(config, cluster)
+    try:
+        store = RunStore.create(run_dir, config.model_dump(mode="json"))
+        with Runner(config, store, run_dir, load_llm(config), executor=executor) as runner:
+            monkeypatch.setattr(runner.workload.evaluator, "evaluate_many", refuse)
+            runner.run()
+            views = ray.get([actor.__ray_call__.remote(worker_view) for actor in executor.actors])
+    finally:
+        ray.shutdown()
+    assert_ends_as(run_dir, expected)
+    assert len({node for node, _, _ in views}) == 2 and os.getpid() not in {pid for _, pid, _ in views}
+    assert not any(model for _, _, model in views), "a worker that only scores loaded the model"
+    assert min(executor.finished) > 0 and sum(executor.finished) > 2, "ray.wait fed one worker only"

@@ -26,7 +26,7 @@ EXECUTORS: tuple[ExecutorName, ...] = ("local", "ray")
 
 
 class Executor(Protocol):
-    """Plays one generation's members and returns their evaluations in member order."""
+    """Plays one generation's members, or scores heuristics, and returns the evaluations in order."""
 
     def evaluate(
         self,
@@ -38,7 +38,8 @@ class Executor(Protocol):
         history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
         """`workload` is the driver's view of generation `generation`; a remote executor rebuilds it, and
-        moves its replicas to the members' weights with the ES records `history(since)` gives."""
+        moves its replicas to the members' weights with the ES records `history(since)` gives. Heuristics
+        (the AHD workload) need no weights: a remote executor scores the code `workload` names for each."""
         ...
 
     def propose(

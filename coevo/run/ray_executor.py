@@ -5,7 +5,9 @@ replays the run's ES history (`coevo.es.history`) into it; a member's job is its
 (ES step, seed, sign, sigma) and the history lines this worker has not applied yet, a few hundred bytes
 whatever the model's size. An AHD ES member's job also carries its request (operator and parents' text)
 and its member-bound sampling seed: the worker writes the heuristic under the member's perturbation and
-scores it in its own sandbox, and hands back the answer and its verdict for the driver to store. Jobs
+scores it in its own sandbox, and hands back the answer and its verdict for the driver to store. A
+heuristic written without a perturbation is scored on a worker too: its job is the code the driver's
+workload stands it for, and only the verdict comes back. Jobs
 are handed out as workers come free (`ray.wait`), so a straggler holds up only its own member. A worker
 that dies mid-job is restarted by Ray and its member is queued again; episodes and sampling seeds are
 bound to the member's index, so the replayed member scores what it would have scored. Only the driver
@@ -20,12 +22,17 @@ import socket
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from coevo.ahd import AHDWorkload
 from coevo.es.history import UpdateRecord, replay
 from coevo.run.config import ConfigError, RunConfig, validate
 from coevo.run.proposals import ProposalJob, ProposedMember, propose_member
 from coevo.workload import Evaluation, Member, Workload
+
+if TYPE_CHECKING:
+    from coevo.agents import AgentWorkload
+    from coevo.llm.base import LLM
 
 MAX_ATTEMPTS = 5
 """Times one member is handed out before the generation fails (each lost worker costs one)."""
@@ -51,33 +58,34 @@ class StaleReplica(Exception):
 
 
 class MemberReplica:
-    """What runs on a worker: the run's model, weights host and workload, moved on by history lines.
+    """What runs on a worker: the run's workload, and the model and weights host history lines move on.
 
+    The model loads only where members need it (an agent run plays under it, an AHD ES run writes with
+    it): a heuristic-design run without ES only scores code on its workers, which hold the sandbox alone.
     Plain Python, so it is tested without Ray; `RayExecutor` runs it as an actor.
     """
 
     def __init__(self, config_data: dict[str, Any], threads: int = 1) -> None:
-        import torch
-
         from coevo.agents import AgentWorkload
-        from coevo.ahd import AHDWorkload
         from coevo.operators.eoh import EoHOperators
         from coevo.operators.ledger import BudgetLedger
         from coevo.run.runner import build_host, configured_evaluator
-        from coevo.run.session import load_llm
         from tasks import get_task
 
-        torch.set_num_threads(threads)
         config = validate(config_data)
-        llm = load_llm(config)
-        self.host = build_host(llm, config) if config.uses_weights else None
+        agent = config.workload.kind == "agent"
+        llm = loaded_llm(config, threads) if agent or config.uses_weights else None
+        self.host = build_host(llm, config) if llm is not None and config.uses_weights else None
         self.operators: EoHOperators | None = None
-        """The AHD operators (None on the agent workload); a job's sampling and templates override theirs."""
-        if config.workload.kind == "agent":
+        """The AHD ES operators (None without ES or on the agent workload); a job's sampling and templates
+        override theirs."""
+        self.workload: AgentWorkload | AHDWorkload
+        if agent:
             self.workload = AgentWorkload.configured(llm, config.workload, host=self.host, seed=config.seed)
         else:
             self.workload = AHDWorkload(configured_evaluator(config, config.eval.split))
-            self.operators = EoHOperators(llm, get_task(config.task), BudgetLedger())
+            if llm is not None:
+                self.operators = EoHOperators(llm, get_task(config.task), BudgetLedger())
         self.step = 0
 
     def play(self, lines: Sequence[str], generation: int, index: int, member: Member, traces: bool) -> Evaluation:
@@ -99,6 +107,11 @@ class MemberReplica:
             (evaluation,) = self.workload.evaluate([Member(item.code, job.weights)], traces=True)
         return ProposedMember(item, evaluation, ledger.to_dict())
 
+    def score(self, code: str) -> Evaluation:
+        """The sandbox's verdict on exactly `code` (the driver chose it), whatever this worker saw before."""
+        (evaluation,) = self.workload.verdicts([code])
+        return evaluation
+
     def _sync(self, lines: Sequence[str], wanted: int) -> None:
         """Move the replica to ES step `wanted` with the lines it lacks, or say which step it holds."""
         records = [UpdateRecord.from_json(line) for line in lines]
@@ -113,6 +126,16 @@ class MemberReplica:
 
     def weights_sha256(self) -> str | None:
         return None if self.host is None else self.host.weights_sha256()
+
+
+def loaded_llm(config: RunConfig, threads: int) -> LLM:
+    """The run's LLM, on `threads` torch threads (a worker's share of its node)."""
+    import torch
+
+    from coevo.run.session import load_llm
+
+    torch.set_num_threads(threads)
+    return load_llm(config)
 
 
 class RayExecutor:
@@ -147,6 +170,8 @@ class RayExecutor:
         """Pickled size of every job handed out so far (what seed-only sync costs)."""
         self.requeued = 0
         """Members handed out again after their worker died or had restarted."""
+        self.finished = [0] * count
+        """Jobs each worker has handed back (how evenly `ray.wait` spread them)."""
 
     def evaluate(
         self,
@@ -157,6 +182,9 @@ class RayExecutor:
         traces: bool,
         history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
+        if isinstance(workload, AHDWorkload):
+            return self._verdicts(workload.codes(members), generation, history)
+
         def submit(actor: Any, lines: tuple[str, ...], index: int) -> Any:
             return self._send(actor.play, lines, generation, index, members[index], traces)
 
@@ -175,15 +203,28 @@ class RayExecutor:
 
         return self._scheduled([job.weights.step for job in jobs], submit, generation, history)
 
+    def _verdicts(
+        self, codes: Sequence[str], generation: int, history: Callable[[int], list[UpdateRecord]]
+    ) -> list[Evaluation]:
+        """Each distinct heuristic scored once, by the sandbox of the next free worker; verdicts in order."""
+        unique = list(dict.fromkeys(codes))
+
+        def submit(actor: Any, lines: tuple[str, ...], index: int) -> Any:
+            return self._send(actor.score, unique[index])
+
+        verdicts = dict(zip(unique, self._scheduled([None] * len(unique), submit, generation, history), strict=True))
+        return [verdicts[code] for code in codes]
+
     def _scheduled(
         self,
-        steps: Sequence[int],
+        steps: Sequence[int | None],
         submit: Callable[[Any, tuple[str, ...], int], Any],
         generation: int,
         history: Callable[[int], list[UpdateRecord]],
     ) -> list[Any]:
-        """Hand member i (at ES step `steps[i]`) to the next free worker with `submit(actor, lines, i)`,
-        queue it again when its worker died or was stale, and return the results in member order."""
+        """Hand member i (at ES step `steps[i]`; None: a job no weights decide) to the next free worker with
+        `submit(actor, lines, i)`, queue it again when its worker died or was stale, and return the results
+        in member order."""
         from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
 
         ray = self._ray
@@ -198,14 +239,17 @@ class RayExecutor:
                 attempts[index] += 1
                 if attempts[index] > MAX_ATTEMPTS:
                     raise RuntimeError(f"member {index} of generation {generation} failed on {MAX_ATTEMPTS} workers")
-                lines = tuple(record.to_json() for record in history(self._applied[worker]))
+                held = self._applied[worker]
+                lines = () if steps[index] is None else tuple(record.to_json() for record in history(held))
                 running[submit(self.actors[worker], lines, index)] = (worker, index)
             (ref,), _ = ray.wait(list(running), num_returns=1)
             worker, index = running.pop(ref)
             idle.append(worker)
             try:
                 results[index] = ray.get(ref)
-                self._applied[worker] = steps[index]
+                self.finished[worker] += 1
+                if steps[index] is not None:
+                    self._applied[worker] = steps[index]
             except (RayActorError, WorkerCrashedError):
                 self._requeue(queue, worker, index, applied=0)
             except RayTaskError as error:

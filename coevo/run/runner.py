@@ -2,11 +2,12 @@
 
 A method is a policy (`coevo.run.methods`); the runner owns the services it calls: proposing
 heuristics with the LLM (under the current weights, or one perturbation per request), scoring them
-through the workload protocol (`coevo.workload`; the AHD workload runs them in the sandbox), the ES
-engine, the budget, and the store. A run is a sequence of steps (one phase of a generation each); a
-step commits atomically with the state it leaves, and every random choice in it derives from (config
-seed, step), so re-running an interrupted step reproduces it exactly. A member's sampling seed is
-bound to its index in the population (`_generate`), never to how its backend calls were batched.
+through the executor and the workload protocol (`coevo.workload`; the AHD workload runs them in the
+sandbox, here or on the executor's workers), the ES engine, the budget, and the store. A run is a
+sequence of steps (one phase of a generation each); a step commits atomically with the state it
+leaves, and every random choice in it derives from (config seed, step), so re-running an interrupted
+step reproduces it exactly. A member's sampling seed is bound to its index in the population
+(`_generate`), never to how its backend calls were batched.
 """
 
 from __future__ import annotations
@@ -213,7 +214,7 @@ class Runner:
     def add_library(self, codes: dict[str, str]) -> list[Candidate]:
         """Evaluate heuristics from the skill library (name -> code) and charge the budget for them."""
         names = list(codes)[: self.budget_left]
-        evaluations = self.workload.evaluate([Member(codes[name]) for name in names], traces=True)
+        evaluations = self._verdicts([Member(codes[name]) for name in names])
         candidates = []
         for name, evaluation in zip(names, evaluations, strict=True):
             candidate = self._scored(
@@ -292,8 +293,8 @@ class Runner:
     def _written_and_scored(
         self, requests: list[ProposalRequest], perturbations: list[Perturbation] | None, weights: list[WeightsRef]
     ) -> tuple[list[Proposal | Rejection], list[Evaluation]]:
-        """The answers to `requests` and the verdicts of those that parsed, in order: ES members on the
-        executor's workers where it has any, everything else in this process."""
+        """The answers to `requests` and the verdicts of those that parsed, in order: ES members written
+        and scored on the executor's workers where it has any, the others written here and scored by it."""
         sampling = self.sampling_for_call()
         jobs = None
         if perturbations is not None:
@@ -311,7 +312,14 @@ class Runner:
                 return items, [proposed.evaluation for proposed in remote if proposed.evaluation is not None]
         items = self._generate(requests, jobs, sampling)
         scored = [Member(item.code, w) for item, w in zip(items, weights, strict=True) if isinstance(item, Proposal)]
-        return items, self.workload.evaluate(scored, traces=True)  # the store keeps the episodes
+        return items, self._verdicts(scored)
+
+    def _verdicts(self, heuristics: list[Member]) -> list[Evaluation]:
+        """Heuristics scored by the executor (this process's sandbox, or its workers'); the store keeps
+        the episodes."""
+        return self.executor.evaluate(
+            self.workload, heuristics, generation=self.generation, traces=True, history=self.store.es_records
+        )
 
     def _generate(
         self, requests: list[ProposalRequest], jobs: list[ProposalJob] | None, sampling: SamplingParams
