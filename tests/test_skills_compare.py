@@ -82,7 +82,7 @@ def test_record_only_tables_the_complete_seeds_and_refuses_when_there_are_none(t
     assert compare.main(["--quick", "--seeds", "1", "--out", str(out), "--record-only"]) == 2
     assert "no seed has all" in capsys.readouterr().err
     assert compare.main(["--quick", "--seeds", "2", "--out", str(out)]) == 0
-    (out / "runs" / "coevo__s1.json").unlink()  # seed 1 now lacks a method
+    (out / "records" / "coevo__s1.json").unlink()  # seed 1 now lacks a method
     assert compare.main(["--quick", "--seeds", "2", "--out", str(out), "--record-only"]) == 0
     summary = json.loads((out / "compare.json").read_text())
     assert summary["settings"]["seeds"] == 1 and {r["seed"] for r in summary["runs"]} == {0}

@@ -9,7 +9,7 @@ base weights with no text, measured on those episodes once per seed (the `es` ru
 run actually spent is counted and reported beside its result: episodes played (search, skill gates)
 and LLM calls (agent turns, trajectory analyses); the held-out measurements are not counted.
 
-Each finished (method, seed) run is recorded in DIR/runs/<method>__s<seed>.json with the settings and
+Each finished (method, seed) run is recorded in DIR/records/<method>__s<seed>.json with the settings and
 model it ran under; running the script again with the same DIR skips those runs (records made under
 other settings are run again), so the SmolLM2 comparison can be filled in over several sessions and
 `--seeds` raised later. `--record-only` writes the table from whatever records DIR holds.
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.path.insert(0, str(REPO / "tests"))
         torch.set_num_threads(1)  # tiny matrices: more threads only spin on a shared CPU
-    records = args.out / "runs"
+    records = args.out / "records"
     records.mkdir(parents=True, exist_ok=True)
     runs = []
     for seed in range(settings.seeds):
