@@ -86,3 +86,23 @@ def test_record_only_tables_the_complete_seeds_and_refuses_when_there_are_none(t
     assert compare.main(["--quick", "--seeds", "2", "--out", str(out), "--record-only"]) == 0
     summary = json.loads((out / "compare.json").read_text())
     assert summary["settings"]["seeds"] == 1 and {r["seed"] for r in summary["runs"]} == {0}
+
+
+def test_seed_option_runs_only_that_seed_and_tables_every_complete_one(tmp_path: Path, monkeypatch):
+    import compare
+
+    played = []
+
+    def fake_run(method, seed, settings, model, workdir, llm=None):
+        played.append((method, seed))
+        return run(method, seed, after=0.5)
+
+    monkeypatch.setattr(compare, "one_run", fake_run)
+    out = tmp_path / "out"
+    assert compare.main(["--quick", "--seeds", "3", "--seed", "2", "--out", str(out)]) == 0
+    assert played == [(m, 2) for m in METHODS]
+    assert {r["seed"] for r in json.loads((out / "compare.json").read_text())["runs"]} == {2}
+    assert compare.main(["--quick", "--seeds", "3", "--seed", "0", "--out", str(out)]) == 0
+    assert played[len(METHODS) :] == [(m, 0) for m in METHODS]
+    summary = json.loads((out / "compare.json").read_text())
+    assert {r["seed"] for r in summary["runs"]} == {0, 2}

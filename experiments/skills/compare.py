@@ -1,6 +1,7 @@
 """No skill, `skills`, `es`, `es-then-skills` and `coevo` on one agent task at matched budgets.
 
-Usage: python experiments/skills/compare.py [--quick] [--json] [--seeds N] [--model M] [--out DIR] [--record-only]
+Usage: python experiments/skills/compare.py [--quick] [--json] [--seeds N] [--seed K] [--model M] [--out DIR]
+                                           [--record-only]
 
 Every method gets the same budget of member evaluations (population x generations, each member playing
 the generation's search episodes) and is then measured on the same held-out episodes: `es` with the
@@ -12,7 +13,8 @@ and LLM calls (agent turns, trajectory analyses); the held-out measurements are 
 Each finished (method, seed) run is recorded in DIR/records/<method>__s<seed>.json with the settings and
 model it ran under; running the script again with the same DIR skips those runs (records made under
 other settings are run again), so the SmolLM2 comparison can be filled in over several sessions and
-`--seeds` raised later. `--record-only` writes the table from whatever records DIR holds.
+`--seeds` raised later. `--record-only` writes the table from whatever records DIR holds. `--seed K` runs
+only seed K's missing runs, so two processes (one torch thread each) can fill two seeds at once.
 
 Per method: mean +- std of held-out success over seeds; against no skill and against `coevo`, the
 per-seed differences with the paired test of `coevo.stats` (Wilcoxon signed rank; with few seeds it
@@ -258,12 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="check that everything runs (tiny model)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per method")
+    parser.add_argument("--seed", type=int, default=None, help="run only this seed's missing runs")
     parser.add_argument("--model", default=None, help="model (default: smollm2-135m; --quick: the tiny test agent)")
     parser.add_argument("--out", type=Path, default=Path("skills-compare"), help="where the table and plot go")
     parser.add_argument("--record-only", action="store_true", help="run nothing: the table from DIR's records")
     args = parser.parse_args(argv)
     if args.seeds is not None and args.seeds < 1:
         parser.error("--seeds must be at least 1")
+    if args.seed is not None and args.seed < 0:
+        parser.error("--seed must be at least 0")
     settings = Settings.of(args.quick, args.seeds)
     model = args.model or (TINY_MODEL if args.quick else "smollm2-135m")
     if model == TINY_MODEL:
@@ -276,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for seed in range(settings.seeds):
         for method in METHODS:
-            runs.append(recorded_run(method, seed, settings, model, records, args.record_only))
+            skip = args.record_only or (args.seed is not None and seed != args.seed)
+            runs.append(recorded_run(method, seed, settings, model, records, skip))
             if runs[-1] is not None:
                 print(f"seed {seed} {method}: held-out {runs[-1]['after']:.3f}", file=sys.stderr)
     finished = [r for r in runs if r is not None]
