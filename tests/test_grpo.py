@@ -76,6 +76,14 @@ def test_a_real_grpo_step_on_smollm2_changes_the_weights_and_records_the_run(con
     from coevo.run.heldout import record_heldout
     from coevo.run.session import start_run
 
+    # 8 search episodes in groups of 4: SmolLM2 succeeds on a few of them at H=2, so some group's
+    # rewards differ and its advantages are not all zero (a group that all fails teaches nothing)
+    config.write_text(
+        config.read_text()
+        .replace("budget = 2", "budget = 4")
+        .replace("population_size = 2", "population_size = 4")
+        .replace("episodes = 2", "episodes = 8")
+    )
     runner = start_run(load_config(config), tmp_path / "r")
     base_sha = runner.weights_sha256()
     with runner:
@@ -84,8 +92,53 @@ def test_a_real_grpo_step_on_smollm2_changes_the_weights_and_records_the_run(con
         trained_sha = runner.weights_sha256()
         state = runner.store.last_state()
     assert trained_sha != base_sha, "one GRPO step moved the weights"
-    assert state["evaluations"] == 2 and state["weights_sha256"] == trained_sha
+    assert state["evaluations"] == 4 and state["weights_sha256"] == trained_sha
     assert state["heldout"]["before"] == {**state["heldout"]["before"], "episodes": 4, "updates": "0 GRPO steps"}
     assert runner.heldout["after"]["episodes"] == 4 and runner.heldout["after"]["updates"] == "1 GRPO steps"
     (logged,) = [json.loads(line) for line in (tmp_path / "r" / "grpo_history.jsonl").read_text().splitlines()]
-    assert logged["generation"] == 1 and "loss" in logged
+    assert logged["generation"] == 1 and "loss" in logged and logged["reward_std"] > 0
+
+
+def test_group_advantages_normalise_each_run_of_consecutive_rollouts():
+    pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
+    import torch
+
+    from coevo.rl.grpo import group_advantages
+
+    advantages = group_advantages(torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]), 4)
+    assert torch.allclose(advantages[:4], torch.tensor([1.0, -1.0, 1.0, -1.0]) * 0.5 / (0.57735 + 1e-4), atol=1e-4)
+    assert torch.equal(advantages[4:], torch.zeros(4)), "a group that all succeeded teaches nothing"
+
+
+@pytest.mark.slow
+def test_a_grpo_step_trains_every_turn_of_every_episode_with_its_episodes_advantage(tmp_path: Path, one_torch_thread):
+    pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
+    from coevo.rl.grpo import GRPOSettings, GRPOStepper
+    from tiny_lm import build_terse_tiny_agent
+
+    llm = build_terse_tiny_agent()
+    stepper = GRPOStepper(llm, "gridnav", 2, 2, tmp_path, GRPOSettings(num_generations=4, learning_rate=1e-2), seed=0)
+    plays = []
+    real_play = stepper.play
+    stepper.play = lambda seeds: plays.append((list(seeds), *real_play(seeds))) or plays[-1][1:]
+    before = [p.detach().clone() for p in llm.model.parameters()]
+    metrics = stepper.step([0, 8])  # seeds whose rollouts succeed in some of each group (advantages not all 0)
+
+    ((seeds, played, turns),) = plays
+    assert sorted(seeds) == [0] * 4 + [8] * 4 and all(len(set(seeds[i : i + 4])) == 1 for i in (0, 4))
+    assert metrics["turns_trained"] == sum(len(e.turns) for e in played) > len(played), "later turns are trained too"
+    for episode, samples in zip(played, turns, strict=True):
+        assert len(samples) == len(episode.turns)
+        for turn, sample in zip(episode.turns, samples, strict=True):
+            rendered = llm.render([{"role": "user", "content": turn.prompt}])
+            assert sample.prompt_ids == llm.tokenizer(rendered, add_special_tokens=False)["input_ids"]
+            assert llm.tokenizer.decode(sample.completion_ids, skip_special_tokens=True).startswith(turn.action)
+    first_actions = [tuple(t.action for t in e.turns) for e in played[:4]]
+    assert len(set(first_actions)) > 1, "a group's rollouts sample differently"
+    assert any(not torch_equal(a, b) for a, b in zip(before, llm.model.parameters())), "the step moved the weights"
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return torch.equal(a, b.detach())

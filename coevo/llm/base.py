@@ -68,6 +68,9 @@ class Completion:
     finish_reason: str  # "stop" | "length" | "error"
     weights_id: str | None = None
     """Identifies the weights that generated the text (None for remote, prompt-only backends)."""
+    token_ids: tuple[int, ...] = ()
+    """The sampled tokens, end-of-turn token included, where the backend has them (the in-process one),
+    so a gradient method trains on exactly what was sampled rather than on a re-tokenised text."""
 
 
 @runtime_checkable

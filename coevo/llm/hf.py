@@ -319,7 +319,8 @@ class HFBackend:
         completions = []
         for row, sampling in enumerate(settings):
             length = ends.lengths[row] or sampling.max_new_tokens
-            text = self.tokenizer.decode(output[row, prompt_length : prompt_length + length], skip_special_tokens=True)
+            sampled = output[row, prompt_length : prompt_length + length]
+            text = self.tokenizer.decode(sampled, skip_special_tokens=True)
             cut = _find_stop(text, sampling.stop)
             completions.append(
                 Completion(
@@ -329,6 +330,7 @@ class HFBackend:
                     seconds=share,
                     finish_reason="stop" if cut is not None else ends.reasons[row],
                     weights_id=weights_id if members is None else f"{weights_id}+{members[row]}",
+                    token_ids=tuple(sampled.tolist()),
                 )
             )
         return completions

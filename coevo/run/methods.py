@@ -528,7 +528,8 @@ class ESThenSkills(AgentCoevo):
 
 class AgentGRPO(AgentES):
     """The gradient baseline on the same episodes: one TRL GRPO step per generation, groups of
-    `population_size` completions per search episode (`coevo.rl.grpo`). A group's completions play as
+    `population_size` rollouts per search episode, every turn trained with its episode's group-normalised
+    advantage (`coevo.rl.grpo`). A group's rollouts play as
     many episodes as an `es` generation's members, so each step is charged `population_size` evaluations
     and equal budgets mean equal episodes. Held-out success is measured before and after as for `es`."""
 
