@@ -53,16 +53,24 @@ def test_quick_comparison_runs_end_to_end_and_writes_table_json_and_plot(tmp_pat
     assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_finished_runs_are_recorded_and_reused_and_other_settings_run_again(tmp_path: Path, monkeypatch):
+@pytest.fixture
+def played(monkeypatch) -> list[tuple[str, int]]:
+    """(method, seed) of every run `compare` starts, each faked as ending at 0.5 held-out success."""
     import compare
 
-    played = []
+    started = []
 
     def fake_run(method, seed, settings, model, workdir, llm=None):
-        played.append((method, seed))
+        started.append((method, seed))
         return run(method, seed, after=0.5)
 
     monkeypatch.setattr(compare, "one_run", fake_run)
+    return started
+
+
+def test_finished_runs_are_recorded_and_reused_and_other_settings_run_again(tmp_path: Path, played: list):
+    import compare
+
     out = tmp_path / "out"
     assert compare.main(["--quick", "--seeds", "1", "--out", str(out)]) == 0
     assert played == [(m, 0) for m in METHODS]
@@ -88,16 +96,9 @@ def test_record_only_tables_the_complete_seeds_and_refuses_when_there_are_none(t
     assert summary["settings"]["seeds"] == 1 and {r["seed"] for r in summary["runs"]} == {0}
 
 
-def test_seed_option_runs_only_that_seed_and_tables_every_complete_one(tmp_path: Path, monkeypatch):
+def test_seed_option_runs_only_that_seed_and_tables_every_complete_one(tmp_path: Path, played: list):
     import compare
 
-    played = []
-
-    def fake_run(method, seed, settings, model, workdir, llm=None):
-        played.append((method, seed))
-        return run(method, seed, after=0.5)
-
-    monkeypatch.setattr(compare, "one_run", fake_run)
     out = tmp_path / "out"
     assert compare.main(["--quick", "--seeds", "3", "--seed", "2", "--out", str(out)]) == 0
     assert played == [(m, 2) for m in METHODS]
