@@ -142,3 +142,33 @@ def torch_equal(a, b) -> bool:
     import torch
 
     return torch.equal(a, b.detach())
+
+
+@pytest.mark.slow
+def test_the_loss_over_chunks_of_turns_gives_the_whole_batchs_gradient(tmp_path: Path, one_torch_thread):
+    pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
+    import torch
+
+    from coevo.rl.grpo import GRPOSettings, GRPOStepper
+    from tiny_lm import build_terse_tiny_agent
+
+    llm = build_terse_tiny_agent()
+    stepper = GRPOStepper(llm, "gridnav", 2, 2, tmp_path, GRPOSettings(num_generations=4), seed=0)
+    trainer = stepper.trainer
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps  # as `train()` sets it
+    batch = trainer._generate_and_score_completions([{"seed": s, "prompt": stepper._prompt(s)} for s in [0] * 4 + [8] * 4])
+    assert batch["advantages"].abs().sum() > 0 and batch["completion_ids"].size(0) > 8
+
+    def loss_and_gradient(rows_per_chunk: int) -> tuple[float, list[torch.Tensor]]:
+        trainer.args.per_device_train_batch_size = rows_per_chunk
+        llm.model.train()
+        llm.model.zero_grad()
+        loss = trainer.compute_loss(llm.model, batch)
+        trainer.accelerator.backward(loss)
+        return loss.item(), [p.grad.clone() for p in llm.model.parameters() if p.grad is not None]
+
+    whole_loss, whole = loss_and_gradient(10_000)
+    chunked_loss, chunked = loss_and_gradient(3)
+    assert chunked_loss == pytest.approx(whole_loss, rel=1e-4, abs=1e-6)
+    assert len(chunked) == len(whole) and any(g.abs().sum() > 0 for g in whole)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(whole, chunked, strict=True))

@@ -79,6 +79,7 @@ class GRPOStepper:
             lr_scheduler_type="constant",
             beta=settings.beta,
             epsilon=settings.epsilon,
+            loss_type="dapo",  # token sums over the batch's token count: what `compute_loss`'s chunks add up to
             num_generations=settings.num_generations,
             per_device_train_batch_size=settings.num_generations,
             gradient_accumulation_steps=prompts_per_step,
@@ -192,6 +193,20 @@ class EpisodeGRPOTrainer(GRPOTrainer):
         metrics["turns_trained"].append(float(sum(len(t) for t in turns)))
         return batch
 
+    def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None):
+        """TRL's loss over rows of at most `per_device_train_batch_size` turns at a time, each backpropagated
+        as it is computed, so memory holds one chunk's activations however many turns the episodes took.
+        Exact for the `dapo` loss: each chunk's token sum is divided by the whole batch's token count."""
+        size = self.args.per_device_train_batch_size
+        mask = inputs["completion_mask"]
+        chunks = [slice(i, i + size) for i in range(0, mask.size(0), size) if mask[i : i + size].any()] or [slice(0, size)]
+        earlier = torch.zeros((), device=mask.device)
+        for chunk in chunks[:-1]:
+            loss = super().compute_loss(model, _rows(inputs, chunk), return_outputs, num_items_in_batch)
+            self.accelerator.backward(loss)
+            earlier += loss.detach()
+        return super().compute_loss(model, _rows(inputs, chunks[-1]), return_outputs, num_items_in_batch) + earlier
+
     def _pad(self, samples: list[TurnSample]) -> dict[str, torch.Tensor]:
         """Prompts left-padded, completions right-padded, as TRL's loss expects them."""
         pad = self.processing_class.pad_token_id
@@ -209,6 +224,11 @@ class EpisodeGRPOTrainer(GRPOTrainer):
                 [[1] * len(s.completion_ids) + [0] * (completion_width - len(s.completion_ids)) for s in samples]
             ),
         }
+
+
+def _rows(batch: dict[str, Any], rows: slice) -> dict[str, Any]:
+    """The batch restricted to `rows`; scalars (the batch's token count) kept whole."""
+    return {k: v[rows] if isinstance(v, torch.Tensor) and v.ndim > 0 else v for k, v in batch.items()}
 
 
 def group_advantages(rewards: torch.Tensor, group: int) -> torch.Tensor:
