@@ -70,7 +70,6 @@ class GRPOStepper:
     ) -> None:
         self.llm, self.env, self.horizon, self.seed = llm, env, horizon, seed
         self.settings = settings
-        self.episodes_played = 0
         self.steps = 0
         _give_a_reference_path(llm.model, output_dir / "reference")
         args = GRPOConfig(
@@ -137,7 +136,6 @@ class GRPOStepper:
             played = rollout(self.env, list(seeds), policy, horizon=self.horizon)
         finally:
             self.llm.model.train(was_training)
-        self.episodes_played += len(played)
         turns = [[samples[row, turn] for turn in range(1, len(episode.turns) + 1)] for row, episode in enumerate(played)]
         return played, turns
 

@@ -540,7 +540,11 @@ class AgentGRPO(AgentES):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self._stepper = None
-        self.steps = 0
+
+    @property
+    def steps(self) -> int:
+        """GRPO steps taken so far (the stepper counts them; none before it exists)."""
+        return self._stepper.steps if self._stepper else 0
 
     def updates(self, runner: Runner) -> str:
         return f"{self.steps} GRPO steps"
@@ -575,7 +579,6 @@ class AgentGRPO(AgentES):
         metrics = self._stepper.step(list(runner.generation_workload().seeds))
         with open(runner.run_dir / "grpo_history.jsonl", "a", encoding="utf-8") as log:
             log.write(json.dumps({"generation": runner.generation, **metrics}) + "\n")
-        self.steps += 1
         runner.charge(self.config.population_size)
 
 
