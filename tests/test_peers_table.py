@@ -32,7 +32,7 @@ scoring = _load("scoring")
 
 def _cell(system: str, seed: int, val: float | None, **extra: object) -> dict[str, object]:
     return {
-        "system": system, "task": "tsp_construct", "seed": seed, "status": "done", "val_gap": val,
+        "system": system, "task": "tsp_construct", "seed": seed, "status": "done", "search_gap": val, "val_gap": val,
         "test_gap": None if val is None else val + 1, "evaluations": 64, "llm_calls": 70 + seed,
         "prompt_tokens": 1000, "completion_tokens": 300, "wall_s": 10.0, "valid_share": 0.5, **extra,
     }  # fmt: skip
@@ -60,6 +60,17 @@ def test_rows_aggregate_seeds_and_keep_the_failure_reason() -> None:
     assert by_system["llm4ad"]["seeds"] == [] and by_system["llm4ad"]["note"] == "llm4ad exited 1: boom"
     assert set(openevolve) == set(rows.ROW_KEYS)
     json.dumps(rows.table_rows(cells))
+
+
+def test_the_seed_row_comes_first_with_its_gaps_only() -> None:
+    gaps = {"search_gap": 9.9, "val_gap": 12.8, "test_gap": 12.5}
+    seed = {"system": rows.SEED, "task": "tsp_construct", "status": "done", **gaps}
+    table = rows.table_rows([_cell("coevo", 0, 2.5), seed])
+    assert [row["system"] for row in table] == [rows.SEED, "coevo"]
+    assert table[0]["seeds"] == [] and table[0]["val_gap"] == {"mean": 12.8, "std": 0.0, "n": 1}
+    assert table[0]["llm_calls"] is None and table[0]["tokens"] is None
+    line = next(line for line in rows.markdown(table, "m", 64).splitlines() if line.startswith("| seed"))
+    assert "| 9.90 | 12.80 | 12.50 | - |" in line
 
 
 def test_markdown_has_one_line_per_row() -> None:

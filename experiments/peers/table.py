@@ -30,7 +30,7 @@ PEERS_DIR = Path(__file__).resolve().parent
 REPO = PEERS_DIR.parents[1]
 sys.path[:0] = [str(REPO), str(PEERS_DIR)]
 
-from rows import SYSTEMS, best_so_far, markdown, table_rows  # noqa: E402
+from rows import SEED, SYSTEMS, best_so_far, markdown, table_rows  # noqa: E402
 
 PEER_SCRIPTS = {"openevolve": "openevolve_peer.py", "llm4ad": "llm4ad_peer.py", "shinka": "shinka_peer.py"}
 COEVO_METHODS = {"coevo-eoh": "eoh", "coevo": "coevo"}
@@ -116,12 +116,15 @@ def run_coevo(system: str, task: str, seed: int, args: argparse.Namespace, cell:
     }
 
 
-def held_out_gaps(task: str, code: str, args: argparse.Namespace) -> dict[str, float | None]:
-    """The winner's val and test gaps, by coevo's sandboxed Evaluator."""
+def held_out_gaps(
+    task: str, code: str, args: argparse.Namespace, splits: tuple[str, ...] = ("val", "test")
+) -> dict[str, float | None]:
+    """A heuristic's gaps on the splits named, by coevo's sandboxed Evaluator (the winners': val and test)."""
     from coevo.evaluate import Evaluator
 
+    limits = {"search": None, "val": args.val_limit, "test": args.test_limit}
     gaps: dict[str, float | None] = {}
-    for split, limit in (("val", args.val_limit), ("test", args.test_limit)):
+    for split, limit in ((split, limits[split]) for split in splits):
         with Evaluator(task, split, limit=limit, workers=args.workers) as evaluator:  # type: ignore[arg-type]
             gaps[f"{split}_gap"] = evaluator.evaluate(code).gap_pct
     return gaps
@@ -129,6 +132,18 @@ def held_out_gaps(task: str, code: str, args: argparse.Namespace) -> dict[str, f
 
 def record_path(system: str, task: str, seed: int, args: argparse.Namespace) -> Path:
     return args.cells / args.model / f"{system}__{task}__s{seed}.json"
+
+
+def seed_record(task: str, args: argparse.Namespace) -> None:
+    """The reference row's record: the seed heuristic every system starts from, scored as the winners are."""
+    path = args.cells / args.model / f"seed__{task}.json"
+    if path.exists():
+        return
+    from scoring import seed_program
+
+    gaps = held_out_gaps(task, seed_program(task), args, ("search", "val", "test"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"system": SEED, "task": task, "status": "done", **gaps}, indent=1) + "\n")
 
 
 def run_cell(system: str, task: str, seed: int, args: argparse.Namespace, base_url: str | None) -> dict[str, Any]:
@@ -219,6 +234,8 @@ def main() -> None:
         out = args.work = args.cells = PEERS_DIR / "work" / "quick"
     args.work.mkdir(parents=True, exist_ok=True)
     cells_wanted = [] if args.report_only else [(s, t, seed) for t in args.tasks for s in args.systems for seed in args.seeds]
+    for task in [] if args.report_only else args.tasks:
+        seed_record(task, args)
     server, base_url = None, None
     try:
         for index, (system, task, seed) in enumerate(cells_wanted, 1):
