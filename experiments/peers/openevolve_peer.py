@@ -8,6 +8,10 @@ first use and re-executes itself there. Budget: OpenEvolve counts iterations (on
 evaluation each) and evaluates the initial program once, so `evaluations` N gives N - 1 iterations.
 Full rewrites (diff_based_evolution off), as small models cannot write OpenEvolve's SEARCH/REPLACE
 diffs; `concurrency` worker processes each send their own request, so the server batches them.
+The run's seed seeds OpenEvolve's database sampling only: its top-level `random_seed` would also
+become the `seed` of every LLM request, and a server that honours seeds (vLLM, `coevo serve`) then
+answers the same prompt with the same text; while the database holds only the initial program every
+prompt is the same, so the whole run would repeat one answer.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def run(args: argparse.Namespace) -> None:
     config = {
         "max_iterations": args.evaluations - 1,
         "checkpoint_interval": args.evaluations,
-        "random_seed": args.seed,
+        "random_seed": None,
         "log_level": "WARNING",
         "diff_based_evolution": False,
         "language": "python",
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> None:
             "timeout": args.llm_timeout,
             "retries": 1,
         },
-        "database": {"population_size": 64, "num_islands": 2, "in_memory": True},
+        "database": {"population_size": 64, "num_islands": 2, "in_memory": True, "random_seed": args.seed},
         "evaluator": {"cascade_evaluation": False, "parallel_evaluations": args.concurrency},
     }
     (out / "openevolve.yaml").write_text(yaml.safe_dump(config))
