@@ -34,12 +34,17 @@ def evolve_blocks(code: str) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
+    import random
+
+    import numpy as np
     from shinka.core import EvolutionConfig, ShinkaEvolveRunner
     from shinka.database import DatabaseConfig
     from shinka.launch import LocalJobConfig
 
     from scoring import get_task, seed_program
 
+    random.seed(args.seed)  # ShinkaEvolve takes no seed: its island and prompt choices use the global RNGs
+    np.random.seed(args.seed)
     os.environ["COEVO_PEER_TASK"] = args.task
     out = Path(args.out).resolve()
     task = get_task(args.task)
