@@ -124,8 +124,8 @@ def held_out_gaps(
 
     limits = {"search": None, "val": args.val_limit, "test": args.test_limit}
     gaps: dict[str, float | None] = {}
-    for split, limit in ((split, limits[split]) for split in splits):
-        with Evaluator(task, split, limit=limit, workers=args.workers) as evaluator:  # type: ignore[arg-type]
+    for split in splits:
+        with Evaluator(task, split, limit=limits[split], workers=args.workers) as evaluator:  # type: ignore[arg-type]
             gaps[f"{split}_gap"] = evaluator.evaluate(code).gap_pct
     return gaps
 
