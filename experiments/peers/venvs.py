@@ -8,6 +8,7 @@ redone, not trusted.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import venv
@@ -55,5 +56,10 @@ def install(peer: str) -> Path:
 
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or list(REQUIREMENTS):
+    parser = argparse.ArgumentParser(description="Install the peer frameworks, each into its own venv.")
+    parser.add_argument("peers", nargs="*", metavar="PEER", help=f"any of {', '.join(REQUIREMENTS)} (default: all)")
+    peers = parser.parse_args().peers or list(REQUIREMENTS)
+    if unknown := [name for name in peers if name not in REQUIREMENTS]:
+        parser.error(f"unknown peer {unknown[0]!r}; known peers: {', '.join(REQUIREMENTS)}")
+    for name in peers:
         print(f"{name}: {install(name)}", flush=True)
