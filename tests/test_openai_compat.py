@@ -348,3 +348,19 @@ def test_real_openai_client_bodies_are_served_and_counted_in_the_ledger(backend:
     served = bare.usage.completion_tokens + seeded.usage.completion_tokens
     assert after["completion_tokens"] - before["completion_tokens"] == served
     assert after["prompt_tokens"] - before["prompt_tokens"] == bare.usage.prompt_tokens + seeded.usage.prompt_tokens
+
+
+def test_the_transcript_holds_every_answer_as_the_client_got_it(backend: HFBackend, tmp_path: Path) -> None:
+    """What a peer's parser was given, when the peer itself logs only what it could parse."""
+    transcript = tmp_path / "transcript.jsonl"
+    with _serving(make_server(backend, port=0, max_tokens_cap=3, transcript=transcript)) as server:
+        replies = [
+            httpx.post(f"{server.url}/chat/completions", json={"model": backend.name, "messages": m}, timeout=60).json()
+            for m in (CAT, COUNT)
+        ]
+    lines = [json.loads(line) for line in transcript.read_text().splitlines()]
+    assert [line["messages"] for line in lines] == [CAT, COUNT]
+    for line, reply in zip(lines, replies, strict=True):
+        assert line["answer"] == reply["choices"][0]["message"]["content"]
+        assert line["finish_reason"] == reply["choices"][0]["finish_reason"]
+        assert line["completion_tokens"] == reply["usage"]["completion_tokens"] <= 3

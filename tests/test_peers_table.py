@@ -34,7 +34,8 @@ def _cell(system: str, seed: int, val: float | None, **extra: object) -> dict[st
     return {
         "system": system, "task": "tsp_construct", "seed": seed, "status": "done", "search_gap": val, "val_gap": val,
         "test_gap": None if val is None else val + 1, "evaluations": 64, "llm_calls": 70 + seed,
-        "prompt_tokens": 1000, "completion_tokens": 300, "wall_s": 10.0, "valid_share": 0.5, **extra,
+        "prompt_tokens": 1000, "completion_tokens": 300, "wall_s": 10.0, "valid_share": 0.5, "cut_share": 0.25,
+        **extra,
     }  # fmt: skip
 
 
@@ -45,7 +46,7 @@ def test_best_so_far_ignores_invalid_and_non_finite_gaps() -> None:
 def test_rows_aggregate_seeds_and_keep_the_failure_reason() -> None:
     cells = [
         _cell("openevolve", 0, 4.0),
-        _cell("openevolve", 1, 6.0),
+        _cell("openevolve", 1, 6.0, cut_share=0.75),
         _cell("coevo-eoh", 0, None),  # no valid candidate: counted in the seeds, no gap
         {"system": "llm4ad", "task": "tsp_construct", "seed": 0, "status": "failed", "error": "llm4ad exited 1: boom"},
     ]
@@ -55,7 +56,7 @@ def test_rows_aggregate_seeds_and_keep_the_failure_reason() -> None:
     assert openevolve["seeds"] == [0, 1]
     assert openevolve["val_gap"] == {"mean": 5.0, "std": pytest.approx(math.sqrt(2)), "n": 2}
     assert openevolve["test_gap"]["mean"] == 6.0 and openevolve["llm_calls"]["mean"] == 70.5
-    assert openevolve["tokens"]["mean"] == 1300
+    assert openevolve["tokens"]["mean"] == 1300 and openevolve["cut_share"]["mean"] == 0.5
     assert by_system["coevo-eoh"]["val_gap"] is None and by_system["coevo-eoh"]["seeds"] == [0]
     assert by_system["llm4ad"]["seeds"] == [] and by_system["llm4ad"]["note"] == "llm4ad exited 1: boom"
     assert set(openevolve) == set(rows.ROW_KEYS)

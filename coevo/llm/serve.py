@@ -7,6 +7,8 @@ count their budgets differently can be compared by what they asked of the model.
 every answer, whatever the client asks or omits (some clients send no max_tokens). Concurrent requests are pooled for a few milliseconds and generated as one batch,
 because on CPU a batch of 8 costs little more than a single request; each request keeps its own seed,
 so batching never changes what a seeded request returns. `system_fingerprint` carries the weights id.
+With a transcript file, every answered request is appended to it as one JSON line (messages, answer,
+finish reason, tokens): what a client's parser was given, when a framework reports only what it parsed.
 """
 
 from __future__ import annotations
@@ -203,12 +205,15 @@ class ChatServer(ThreadingHTTPServer):
         model_id: str,
         api_key: str | None,
         max_tokens_cap: int | None = None,
+        transcript: Path | None = None,
     ) -> None:
         super().__init__(address, _ChatHandler)
         self.model_id = model_id
         self.api_key = api_key
         self.max_tokens_cap = max_tokens_cap
         self.ledger = BudgetLedger()
+        self.transcript = transcript
+        self._transcript_lock = threading.Lock()
         self.batcher = DynamicBatcher(backend, max_batch=backend.max_batch_size)
 
     @property
@@ -220,6 +225,21 @@ class ChatServer(ThreadingHTTPServer):
     def server_close(self) -> None:
         super().server_close()
         self.batcher.close()
+
+    def log_exchange(self, messages: Sequence[Message], completion: Completion) -> None:
+        """Append one answered request to the transcript, if there is one."""
+        if self.transcript is None:
+            return
+        line = {
+            "time": time.time(),
+            "messages": list(messages),
+            "answer": completion.text,
+            "finish_reason": completion.finish_reason,
+            "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
+        }
+        with self._transcript_lock, self.transcript.open("a") as out:
+            out.write(json.dumps(line) + "\n")
 
 
 class _ChatHandler(BaseHTTPRequestHandler):
@@ -266,6 +286,7 @@ class _ChatHandler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"generation failed: {type(exc).__name__}: {exc}")
             return
         self.server.ledger.record(model, "serve", [completion], time.perf_counter() - started)
+        self.server.log_exchange(messages, completion)
         self._send(HTTPStatus.OK, chat_completion_body(completion, model))
 
     def _authorized(self) -> bool:
@@ -301,12 +322,13 @@ def make_server(
     model_id: str | None = None,
     api_key: str | None = None,
     max_tokens_cap: int | None = None,
+    transcript: Path | None = None,
 ) -> ChatServer:
     """A bound server whose batcher already runs in its own thread (port 0 picks a free port).
 
     Call serve_forever() to answer requests and server_close() to stop.
     """
-    server = ChatServer((host, port), backend, model_id or backend.name, api_key, max_tokens_cap)
+    server = ChatServer((host, port), backend, model_id or backend.name, api_key, max_tokens_cap, transcript)
     server.batcher.start()
     return server
 
@@ -319,6 +341,7 @@ def serve(
     step: int | None = None,
     api_key: str | None = None,
     max_tokens_cap: int | None = None,
+    transcript: Path | None = None,
 ) -> None:
     """Load the model (with a run's weights at ES step `step`, if given) and serve until interrupted."""
     if (run_dir is None) != (step is None):
@@ -330,7 +353,7 @@ def serve(
     if run_dir is not None and step is not None:
         load_run_weights(backend, run_dir, step)
         model_id = f"{backend.name}@{Path(run_dir).name}:{step}"
-    server = ChatServer((host, port), backend, model_id, api_key, max_tokens_cap)
+    server = ChatServer((host, port), backend, model_id, api_key, max_tokens_cap, transcript)
     if host != LOOPBACK and api_key is None:
         print(f"coevo serve: warning: listening on {host} without an API key", file=sys.stderr)
     print(f"coevo serve: {model_id} (weights {backend.weights_id}) on {server.url}", file=sys.stderr, flush=True)
@@ -378,10 +401,13 @@ def register(app: typer.Typer) -> None:
         max_tokens_cap: Annotated[
             int | None, typer.Option(min=1, help="Most new tokens per answer, whatever the client asks or omits.")
         ] = None,
+        transcript: Annotated[
+            Path | None, typer.Option(help="Append every answered request (messages, answer, tokens) to this file.")
+        ] = None,
     ) -> None:
         """Serve a model over an OpenAI-compatible API (/v1/chat/completions, /v1/models)."""
         try:
-            serve(model, host, port, run_dir, step, api_key, max_tokens_cap)
+            serve(model, host, port, run_dir, step, api_key, max_tokens_cap, transcript)
         except (ValueError, ModelNotFoundError, OSError) as exc:
             print(f"coevo: error: {exc}", file=sys.stderr)
             raise typer.Exit(2) from None

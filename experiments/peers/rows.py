@@ -16,7 +16,7 @@ SEED = "seed (no search)"
 """The reference row: the seed heuristic every system starts from, scored the same way."""
 ROW_KEYS = (
     "system", "task", "seeds", "search_gap", "val_gap", "test_gap", "evaluations", "llm_calls", "tokens", "wall_s",
-    "valid_share", "note",
+    "valid_share", "cut_share", "note",
 )  # fmt: skip
 
 
@@ -63,6 +63,7 @@ def table_rows(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "tokens": spread(c["prompt_tokens"] + c["completion_tokens"] for c in done if "prompt_tokens" in c),
                 "wall_s": spread(c.get("wall_s") for c in done),
                 "valid_share": spread(c.get("valid_share") for c in done),
+                "cut_share": spread(c.get("cut_share") for c in done),  # cells from before transcripts lack it
                 "note": "; ".join(reasons),
             }
         )
@@ -84,10 +85,11 @@ def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tok
         "evaluations per run; gaps in % of each run's search-best heuristic on coevo's search split (where it",
         "was picked) and on its val and test splits, mean +- std over the seeds listed. LLM calls and tokens:",
         "the server's ledger (coevo methods: their run store). Every system starts from the seed heuristic.",
+        f"Cut share: the share of answers that stopped at the {max_tokens}-token cap (server transcript or run store).",
         "",
         "| system | task | seeds | search gap % | val gap % | test gap % | evaluations | LLM calls | tokens | wall s "
-        "| valid share | note |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| valid share | cut share | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         seeds = ",".join(map(str, row["seeds"])) or "-"
@@ -95,7 +97,7 @@ def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tok
             row["system"], row["task"], seeds,
             _cell(row["search_gap"], 2), _cell(row["val_gap"], 2), _cell(row["test_gap"], 2),
             _cell(row["evaluations"], 0), _cell(row["llm_calls"], 0), _cell(row["tokens"], 0),
-            _cell(row["wall_s"], 0), _cell(row["valid_share"], 2), row["note"] or "",
+            _cell(row["wall_s"], 0), _cell(row["valid_share"], 2), _cell(row["cut_share"], 2), row["note"] or "",
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     if not rows:

@@ -42,10 +42,12 @@ def _get(url: str) -> dict[str, Any]:
         return json.load(reply)
 
 
-def start_server(model: str, port: int, max_tokens: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    model: str, port: int, max_tokens: int, log: Path, transcript: Path
+) -> tuple[subprocess.Popen[bytes], str]:
     """`coevo serve` in its own process; returns once it answers /v1/models."""
     command = [sys.executable, "-m", "coevo.cli", "serve", "--model", model, "--port", str(port)]
-    command += ["--max-tokens-cap", str(max_tokens)]
+    command += ["--max-tokens-cap", str(max_tokens), "--transcript", str(transcript)]
     process = subprocess.Popen(command, cwd=REPO, stdout=log.open("ab"), stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
     while process.poll() is None:
@@ -62,15 +64,23 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
 def run_peer(system: str, task: str, seed: int, args: argparse.Namespace, base_url: str, cell: Path) -> dict[str, Any]:
-    """One peer run; its evaluations from the scoring log, its LLM use from the server's ledger."""
+    """One peer run; its evaluations from the scoring log, its LLM use from the server's ledger, and
+    the answers it was sent from the server's transcript (copied to the cell's transcript.jsonl)."""
     before = _get(f"{base_url}/ledger")
+    answered_before = len(_lines(args.transcript))
     command = [sys.executable, str(PEERS_DIR / PEER_SCRIPTS[system]), "--task", task, "--seed", str(seed)]
     command += ["--evaluations", str(args.evaluations), "--base-url", base_url, "--model", args.model]
     command += ["--out", str(cell), "--concurrency", str(args.concurrency), "--max-tokens", str(args.max_tokens)]
     with (cell / "peer.log").open("ab") as output:
         returncode = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, cwd=REPO).returncode
     after = _get(f"{base_url}/ledger")
+    answers = _lines(args.transcript)[answered_before:]
+    (cell / "transcript.jsonl").write_text("".join(line + "\n" for line in answers))
     log = cell / LOG_NAME
     records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     if returncode != 0 and not records:
@@ -83,6 +93,7 @@ def run_peer(system: str, task: str, seed: int, args: argparse.Namespace, base_u
         "llm_calls": after["requests"] - before["requests"],
         "prompt_tokens": after["prompt_tokens"] - before["prompt_tokens"],
         "completion_tokens": after["completion_tokens"] - before["completion_tokens"],
+        "finish_reasons": [json.loads(line)["finish_reason"] for line in answers],
         "stopped_on": json.loads(stopped.read_text())["reason"] if stopped.exists() else f"own budget (exit {returncode})",
     }
 
@@ -104,6 +115,7 @@ def run_coevo(system: str, task: str, seed: int, args: argparse.Namespace, cell:
     try:
         made = [candidate for _, candidate in store.candidates()]
         totals = store.llm_totals()
+        finish_reasons = [call["finish_reason"] for call in store.llm_calls()]
     finally:
         store.close()
     return {
@@ -112,6 +124,7 @@ def run_coevo(system: str, task: str, seed: int, args: argparse.Namespace, cell:
         "llm_calls": totals["calls"],
         "prompt_tokens": totals["prompt_tokens"],
         "completion_tokens": totals["completion_tokens"],
+        "finish_reasons": finish_reasons,
         "stopped_on": "own budget",
     }
 
@@ -165,6 +178,8 @@ def run_cell(system: str, task: str, seed: int, args: argparse.Namespace, base_u
     record["wall_s"] = time.time() - started
     if outcome["status"] == "done":
         candidates = record.pop("candidates")
+        finish_reasons = record.pop("finish_reasons")
+        record["cut_share"] = finish_reasons.count("length") / max(1, len(finish_reasons))
         gaps = [c["gap_pct"] if c["valid"] else None for c in candidates]
         record["evaluations"] = len(candidates)
         record["valid_share"] = sum(g is not None for g in gaps) / max(1, len(candidates))
@@ -233,6 +248,7 @@ def main() -> None:
         args.tasks, args.val_limit, args.test_limit = ["tsp_construct"], 8, 8
         out = args.work = args.cells = PEERS_DIR / "work" / "quick"
     args.work.mkdir(parents=True, exist_ok=True)
+    args.transcript = args.work / f"transcript-{args.port}.jsonl"  # one server per port: its answers in order
     cells_wanted = [] if args.report_only else [(s, t, seed) for t in args.tasks for s in args.systems for seed in args.seeds]
     for task in [] if args.report_only else args.tasks:
         seed_record(task, args)
@@ -242,7 +258,8 @@ def main() -> None:
             print(f"[{index}/{len(cells_wanted)}] {system} {task} seed {seed}", file=sys.stderr, flush=True)
             needs_server = system not in COEVO_METHODS
             if needs_server and not record_path(system, task, seed, args).exists() and server is None:
-                server, base_url = start_server(args.model, args.port, args.max_tokens, args.work / "serve.log")
+                log = args.work / "serve.log"
+                server, base_url = start_server(args.model, args.port, args.max_tokens, log, args.transcript)
             record = run_cell(system, task, seed, args, base_url)
             print(f"    {record['status']}: val gap {record.get('val_gap')}, {record.get('error', '')}", file=sys.stderr)
     finally:
