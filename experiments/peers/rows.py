@@ -84,7 +84,8 @@ def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tok
         f"Model `{model}` behind `coevo serve`, answers capped at {max_tokens} new tokens; budget {budget} candidate",
         "evaluations per run; gaps in % of each run's search-best heuristic on coevo's search split (where it",
         "was picked) and on its val and test splits, mean +- std over the seeds listed. LLM calls and tokens:",
-        "the server's ledger (coevo methods: their run store). Every system starts from the seed heuristic.",
+        "the server's ledger (coevo methods: their run store). Every system is given the seed heuristic; all but",
+        "LLM4AD evaluate it first (LLM4AD's EoH only shows it in its prompts). Valid share: of the evaluations.",
         f"Cut share: the share of answers that stopped at the {max_tokens}-token cap (server transcript or run store).",
         "",
         "| system | task | seeds | search gap % | val gap % | test gap % | evaluations | LLM calls | tokens | wall s "
