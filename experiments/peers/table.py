@@ -81,8 +81,7 @@ def run_peer(system: str, task: str, seed: int, args: argparse.Namespace, base_u
     after = _get(f"{base_url}/ledger")
     answers = _lines(args.transcript)[answered_before:]
     (cell / "transcript.jsonl").write_text("".join(line + "\n" for line in answers))
-    log = cell / LOG_NAME
-    records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    records = [json.loads(line) for line in _lines(cell / LOG_NAME)]
     if returncode != 0 and not records:
         return {"status": "failed", "error": f"{system} exited {returncode}: {_last_line(cell / 'peer.log')}"}
     records = records[: args.evaluations]
