@@ -101,3 +101,26 @@ def test_peer_scoring_logs_every_call_and_marks_bad_programs_invalid(tmp_path: P
     assert not missing["valid"] and broken["combined_score"] == scoring.INVALID_SCORE
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [line["valid"] for line in lines] == [False, False] and lines[1]["code"] == "x = 1\n"
+
+
+def test_the_plot_keeps_one_colour_per_system_across_tasks(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A system missing from one task must not shift the others' colours, or the panels disagree."""
+    from matplotlib.figure import Figure
+
+    table = _load("table")
+    saved: list[Figure] = []
+    monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: saved.append(figure))
+    curve = [5.0, 4.0, None]
+    cells = [
+        {**_cell(system, 0, 4.0), "task": task, "curve": curve}
+        for task, systems in (("bpp_online", ("coevo", "shinka")), ("tsp_construct", ("coevo", "llm4ad", "shinka")))
+        for system in systems
+    ]
+    table.plot(cells, tmp_path / "plot.png")
+    (figure,) = saved
+    colours = [{line.get_label(): line.get_color() for line in axis.get_lines()} for axis in figure.axes]
+    assert sorted(colours[0]) == ["coevo (1 seed)", "shinka (1 seed)"]
+    assert len(colours[1]) == 3
+    for label, colour in colours[0].items():
+        assert colours[1][label] == colour
+    assert len(set(colours[1].values())) == 3

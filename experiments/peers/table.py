@@ -205,9 +205,11 @@ def plot(cells: list[dict[str, Any]], path: Path) -> None:
     tasks = sorted({c["task"] for c in cells if c["status"] == "done"})
     if not tasks:
         return
+    # One colour and dash per system across panels; the dashes keep curves that coincide visible.
+    styles = dict(zip(SYSTEMS, ["-", "--", "-.", ":", (0, (5, 1, 1, 1))]))
     figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
     for axis, task in zip(axes[0], tasks):
-        for system in SYSTEMS:
+        for colour, system in enumerate(SYSTEMS):
             curves = [c["curve"] for c in cells if c["system"] == system and c["task"] == task and c["status"] == "done"]
             if not curves:
                 continue
@@ -215,7 +217,9 @@ def plot(cells: list[dict[str, Any]], path: Path) -> None:
             padded = np.array([[np.nan if v is None else v for v in c + c[-1:] * (length - len(c))] for c in curves])
             with warnings.catch_warnings():  # before a system's first valid candidate its mean is undefined
                 warnings.simplefilter("ignore", RuntimeWarning)
-                axis.plot(np.arange(1, length + 1), np.nanmean(padded, axis=0), label=system)
+                mean = np.nanmean(padded, axis=0)
+            label = f"{system} ({len(curves)} seed{'s' * (len(curves) > 1)})"
+            axis.plot(np.arange(1, length + 1), mean, f"C{colour}", linestyle=styles[system], linewidth=2, label=label)
         axis.set(title=task, xlabel="candidate evaluations", ylabel="best search gap %")
         axis.legend()
     figure.tight_layout()
