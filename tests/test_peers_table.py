@@ -58,6 +58,7 @@ def test_rows_aggregate_seeds_and_keep_the_failure_reason() -> None:
     assert openevolve["test_gap"]["mean"] == 6.0 and openevolve["llm_calls"]["mean"] == 70.5
     assert openevolve["tokens"]["mean"] == 1300 and openevolve["cut_share"]["mean"] == 0.5
     assert by_system["coevo-eoh"]["val_gap"] is None and by_system["coevo-eoh"]["seeds"] == [0]
+    assert by_system["coevo-eoh"]["note"] == "no valid heuristic on seed 0"
     assert by_system["llm4ad"]["seeds"] == [] and by_system["llm4ad"]["note"] == "llm4ad exited 1: boom"
     assert set(openevolve) == set(rows.ROW_KEYS)
     json.dumps(rows.table_rows(cells))
@@ -72,6 +73,13 @@ def test_the_seed_row_comes_first_with_its_gaps_only() -> None:
     assert table[0]["llm_calls"] is None and table[0]["tokens"] is None
     line = next(line for line in rows.markdown(table, "m", 64).splitlines() if line.startswith("| seed"))
     assert "| 9.90 | 12.80 | 12.50 | - |" in line
+
+
+def test_markdown_says_how_many_seeds_a_partial_mean_covers() -> None:
+    cells = [_cell("shinka", 0, None, cut_share=None), _cell("shinka", 1, 3.0)]
+    line = next(line for line in rows.markdown(rows.table_rows(cells), "m", 64).splitlines() if "| shinka" in line)
+    assert "| 0,1 | 3.00 (1 of 2 seeds) |" in line and "| 0.25 (1 of 2 seeds) |" in line
+    assert "| 64 +- 0 |" in line and line.endswith("| no valid heuristic on seed 0 |")
 
 
 def test_markdown_has_one_line_per_row() -> None:

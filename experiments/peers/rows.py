@@ -50,6 +50,9 @@ def table_rows(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for (system, task), group in sorted(grouped.items(), key=lambda item: (item[0][1], order.get(item[0][0], 99))):
         done = [c for c in group if c["status"] == "done"]
         reasons = sorted({c["error"] for c in group if c["status"] != "done"})
+        empty = sorted(c["seed"] for c in done if c["search_gap"] is None and c.get("seed") is not None)
+        if empty:  # the gaps' means leave these seeds out, so the row says which they are
+            reasons.append(f"no valid heuristic on seed {', '.join(map(str, empty))}")
         rows.append(
             {
                 "system": system,
@@ -70,12 +73,12 @@ def table_rows(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _cell(value: Mapping[str, float | int] | None, digits: int) -> str:
+def _cell(value: Mapping[str, float | int] | None, digits: int, seeds: int) -> str:
+    """Mean +- std, and over how many of the row's seeds when some lack the value."""
     if value is None:
         return "-"
-    if value["n"] == 1:
-        return f"{value['mean']:.{digits}f}"
-    return f"{value['mean']:.{digits}f} +- {value['std']:.{digits}f}"
+    text = f"{value['mean']:.{digits}f}" if value["n"] == 1 else f"{value['mean']:.{digits}f} +- {value['std']:.{digits}f}"
+    return text + (f" ({value['n']} of {seeds} seeds)" if value["n"] < seeds else "")
 
 
 def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tokens: int = 384) -> str:
@@ -94,11 +97,12 @@ def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tok
     ]
     for row in rows:
         seeds = ",".join(map(str, row["seeds"])) or "-"
+        n = len(row["seeds"])
         cells = [
             row["system"], row["task"], seeds,
-            _cell(row["search_gap"], 2), _cell(row["val_gap"], 2), _cell(row["test_gap"], 2),
-            _cell(row["evaluations"], 0), _cell(row["llm_calls"], 0), _cell(row["tokens"], 0),
-            _cell(row["wall_s"], 0), _cell(row["valid_share"], 2), _cell(row["cut_share"], 2), row["note"] or "",
+            _cell(row["search_gap"], 2, n), _cell(row["val_gap"], 2, n), _cell(row["test_gap"], 2, n),
+            _cell(row["evaluations"], 0, n), _cell(row["llm_calls"], 0, n), _cell(row["tokens"], 0, n),
+            _cell(row["wall_s"], 0, n), _cell(row["valid_share"], 2, n), _cell(row["cut_share"], 2, n), row["note"] or "",
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     if not rows:
