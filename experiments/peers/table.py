@@ -206,10 +206,11 @@ def plot(cells: list[dict[str, Any]], path: Path) -> None:
     if not tasks:
         return
     # One colour and dash per system across panels; the dashes keep curves that coincide visible.
-    styles = dict(zip(SYSTEMS, ["-", "--", "-.", ":", (0, (5, 1, 1, 1))]))
+    dashes = ["-", "--", "-.", ":", (0, (5, 1, 1, 1))]
+    styles = {system: (f"C{i}", dash) for i, (system, dash) in enumerate(zip(SYSTEMS, dashes, strict=True))}
     figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
     for axis, task in zip(axes[0], tasks):
-        for colour, system in enumerate(SYSTEMS):
+        for system in SYSTEMS:
             curves = [c["curve"] for c in cells if c["system"] == system and c["task"] == task and c["status"] == "done"]
             if not curves:
                 continue
@@ -219,7 +220,8 @@ def plot(cells: list[dict[str, Any]], path: Path) -> None:
                 warnings.simplefilter("ignore", RuntimeWarning)
                 mean = np.nanmean(padded, axis=0)
             label = f"{system} ({len(curves)} seed{'s' * (len(curves) > 1)})"
-            axis.plot(np.arange(1, length + 1), mean, f"C{colour}", linestyle=styles[system], linewidth=2, label=label)
+            colour, dash = styles[system]
+            axis.plot(np.arange(1, length + 1), mean, colour, linestyle=dash, linewidth=2, label=label)
         axis.set(title=task, xlabel="candidate evaluations", ylabel="best search gap %")
         axis.legend()
     figure.tight_layout()
