@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -132,3 +133,12 @@ def test_the_plot_keeps_one_colour_per_system_across_tasks(tmp_path: Path, monke
     for label, colour in colours[0].items():
         assert colours[1][label] == colour
     assert len(set(colours[1].values())) == 3
+
+
+def test_the_table_refuses_an_unknown_task_before_running_anything(tmp_path: Path) -> None:
+    """A typo in --tasks must fail in one line at once, not after an hour of other cells."""
+    command = [sys.executable, str(PEERS_DIR / "table.py"), "--tasks", "tsp_constuct", "--report-only"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "invalid choice: 'tsp_constuct'" in result.stderr and "bpp_online" in result.stderr
+    assert result.stdout == ""

@@ -31,6 +31,7 @@ REPO = PEERS_DIR.parents[1]
 sys.path[:0] = [str(REPO), str(PEERS_DIR)]
 
 from rows import SEED, SYSTEMS, best_so_far, markdown, table_rows  # noqa: E402
+from tasks import TASK_NAMES  # noqa: E402
 
 PEER_SCRIPTS = {"openevolve": "openevolve_peer.py", "llm4ad": "llm4ad_peer.py", "shinka": "shinka_peer.py"}
 COEVO_METHODS = {"coevo-eoh": "eoh", "coevo": "coevo"}
@@ -234,7 +235,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a plumbing check in minutes (SmolLM2, 4 evaluations)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
-    parser.add_argument("--tasks", nargs="+", default=["tsp_construct", "bpp_online"])
+    parser.add_argument("--tasks", nargs="+", default=["tsp_construct", "bpp_online"], choices=TASK_NAMES)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--evaluations", type=int, default=64)
     parser.add_argument("--model", default="qwen-coder-0.5b")
