@@ -142,3 +142,19 @@ def test_the_table_refuses_an_unknown_task_before_running_anything(tmp_path: Pat
     assert result.returncode == 2
     assert "invalid choice: 'tsp_constuct'" in result.stderr and "bpp_online" in result.stderr
     assert result.stdout == ""
+
+
+def test_the_plot_draws_a_run_that_made_no_evaluation(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """LLM4AD can spend its whole call budget without one parseable answer: its curve is empty."""
+    from matplotlib.figure import Figure
+
+    table = _load("table")
+    saved: list[Figure] = []
+    monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: saved.append(figure))
+    cells = [{**_cell("llm4ad", 0, None), "curve": [None]}, {**_cell("llm4ad", 1, None), "curve": []}]
+    cells.append({**_cell("coevo", 0, 4.0), "curve": [6.0, 4.0]})
+    table.plot(cells, tmp_path / "plot.png")
+    (figure,) = saved
+    lines = {line.get_label(): list(line.get_ydata()) for line in figure.axes[0].get_lines()}
+    assert lines["coevo (1 seed)"] == [6.0, 4.0]
+    assert len(lines["llm4ad (2 seeds)"]) == 1 and math.isnan(lines["llm4ad (2 seeds)"][0])

@@ -216,7 +216,9 @@ def plot(cells: list[dict[str, Any]], path: Path) -> None:
             if not curves:
                 continue
             length = max(map(len, curves))
-            padded = np.array([[np.nan if v is None else v for v in c + c[-1:] * (length - len(c))] for c in curves])
+            # A run holds its last best to the longest run's end; one with no evaluations has no best.
+            held = [c + (c[-1:] or [None]) * (length - len(c)) for c in curves]
+            padded = np.array([[np.nan if v is None else v for v in curve] for curve in held])
             with warnings.catch_warnings():  # before a system's first valid candidate its mean is undefined
                 warnings.simplefilter("ignore", RuntimeWarning)
                 mean = np.nanmean(padded, axis=0)
