@@ -83,6 +83,13 @@ def test_markdown_says_how_many_seeds_a_partial_mean_covers() -> None:
     assert "| 64 +- 0 |" in line and line.endswith("| no valid heuristic on seed 0 |")
 
 
+def test_markdown_keeps_half_counts_visible() -> None:
+    """One evaluation on one seed and none on the other is 0.5 a run, not "0"."""
+    cells = [_cell("llm4ad", 0, None, evaluations=1), _cell("llm4ad", 1, None, evaluations=0)]
+    line = next(line for line in rows.markdown(rows.table_rows(cells), "m", 64).splitlines() if "| llm4ad" in line)
+    assert "| 0.5 +- 0.7 | 70.5 +- 0.7 |" in line
+
+
 def test_markdown_has_one_line_per_row() -> None:
     table = rows.markdown(rows.table_rows([_cell("coevo", 0, 2.5), _cell("shinka", 0, 3.0)]), "m", 64)
     lines = [line for line in table.splitlines() if line.startswith("| coevo") or line.startswith("| shinka")]

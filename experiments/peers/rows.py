@@ -81,6 +81,12 @@ def _cell(value: Mapping[str, float | int] | None, digits: int, seeds: int) -> s
     return text + (f" ({value['n']} of {seeds} seeds)" if value["n"] < seeds else "")
 
 
+def _count(value: Mapping[str, float | int] | None, seeds: int) -> str:
+    """A count's mean, whole when it is whole: rounding 0.5 evaluations to "0" would read as none."""
+    whole = value is None or float(value["mean"]).is_integer()
+    return _cell(value, 0 if whole else 1, seeds)
+
+
 def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tokens: int = 384) -> str:
     """The table as Markdown, with what its columns mean."""
     lines = [
@@ -101,7 +107,7 @@ def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tok
         cells = [
             row["system"], row["task"], seeds,
             _cell(row["search_gap"], 2, n), _cell(row["val_gap"], 2, n), _cell(row["test_gap"], 2, n),
-            _cell(row["evaluations"], 0, n), _cell(row["llm_calls"], 0, n), _cell(row["tokens"], 0, n),
+            _count(row["evaluations"], n), _count(row["llm_calls"], n), _cell(row["tokens"], 0, n),
             _cell(row["wall_s"], 0, n), _cell(row["valid_share"], 2, n), _cell(row["cut_share"], 2, n), row["note"] or "",
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
