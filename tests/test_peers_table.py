@@ -119,21 +119,26 @@ def test_peer_scoring_logs_every_call_and_marks_bad_programs_invalid(tmp_path: P
     assert [line["valid"] for line in lines] == [False, False] and lines[1]["code"] == "x = 1\n"
 
 
-def test_the_plot_keeps_one_colour_per_system_across_tasks(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A system missing from one task must not shift the others' colours, or the panels disagree."""
+def _plotted(cells: list[dict[str, object]], tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
+    """The one figure table.plot draws for these cells, caught instead of saved."""
     from matplotlib.figure import Figure
 
-    table = _load("table")
     saved: list[Figure] = []
     monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: saved.append(figure))
+    _load("table").plot(cells, tmp_path / "plot.png")
+    (figure,) = saved
+    return figure
+
+
+def test_the_plot_keeps_one_colour_per_system_across_tasks(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A system missing from one task must not shift the others' colours, or the panels disagree."""
     curve = [5.0, 4.0, None]
     cells = [
         {**_cell(system, 0, 4.0), "task": task, "curve": curve}
         for task, systems in (("bpp_online", ("coevo", "shinka")), ("tsp_construct", ("coevo", "llm4ad", "shinka")))
         for system in systems
     ]
-    table.plot(cells, tmp_path / "plot.png")
-    (figure,) = saved
+    figure = _plotted(cells, tmp_path, monkeypatch)
     colours = [{line.get_label(): line.get_color() for line in axis.get_lines()} for axis in figure.axes]
     assert sorted(colours[0]) == ["coevo (1 seed)", "shinka (1 seed)"]
     assert len(colours[1]) == 3
@@ -142,7 +147,7 @@ def test_the_plot_keeps_one_colour_per_system_across_tasks(tmp_path: Path, monke
     assert len(set(colours[1].values())) == 3
 
 
-def test_the_table_refuses_an_unknown_task_before_running_anything(tmp_path: Path) -> None:
+def test_the_table_refuses_an_unknown_task_before_running_anything() -> None:
     """A typo in --tasks must fail in one line at once, not after an hour of other cells."""
     command = [sys.executable, str(PEERS_DIR / "table.py"), "--tasks", "tsp_constuct", "--report-only"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -153,15 +158,9 @@ def test_the_table_refuses_an_unknown_task_before_running_anything(tmp_path: Pat
 
 def test_the_plot_draws_a_run_that_made_no_evaluation(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """LLM4AD can spend its whole call budget without one parseable answer: its curve is empty."""
-    from matplotlib.figure import Figure
-
-    table = _load("table")
-    saved: list[Figure] = []
-    monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: saved.append(figure))
     cells = [{**_cell("llm4ad", 0, None), "curve": [None]}, {**_cell("llm4ad", 1, None), "curve": []}]
     cells.append({**_cell("coevo", 0, 4.0), "curve": [6.0, 4.0]})
-    table.plot(cells, tmp_path / "plot.png")
-    (figure,) = saved
+    figure = _plotted(cells, tmp_path, monkeypatch)
     lines = {line.get_label(): list(line.get_ydata()) for line in figure.axes[0].get_lines()}
     assert lines["coevo (1 seed)"] == [6.0, 4.0]
     assert len(lines["llm4ad (2 seeds)"]) == 1 and math.isnan(lines["llm4ad (2 seeds)"][0])
