@@ -123,3 +123,20 @@ def test_resume_of_a_finished_run_changes_nothing(config: Path, tmp_path: Path, 
     capsys.readouterr()
     assert main(["runs", "show", str(run_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == before
+
+
+@pytest.mark.parametrize(
+    ("typo", "message"),
+    [
+        ("budget = 18", "unknown config key 'budjet' (did you mean 'budget'?)"),
+        ("[es]", "unknown config key 'es.budjet'"),
+    ],
+)
+def test_a_misspelt_key_in_the_file_is_named_not_reported_as_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], typo: str, message: str
+) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text(CONFIG.replace(typo, f"{typo}\nbudjet = 129" if typo == "[es]" else "budjet = 129"))
+    assert main(["run", str(path), "--run-dir", str(tmp_path / "r")]) == 2
+    assert message in one_line_error(capsys)
+    assert not (tmp_path / "r").exists()

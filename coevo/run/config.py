@@ -7,6 +7,7 @@ reference setting at that budget.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import tomllib
 from pathlib import Path
@@ -234,16 +235,31 @@ def validate(data: dict[str, Any]) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
+        errors = exc.errors()
+        # A misspelt key also leaves the key it meant missing: name the misspelling, not the gap.
+        error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         where = ".".join(str(part) for part in error["loc"]) or "config"
         if error["type"] == "extra_forbidden":
-            raise ConfigError(f"unknown config key {where!r}") from None
+            raise ConfigError(f"unknown config key {where!r}{_did_you_mean(error['loc'])}") from None
         if error["type"] == "missing":
             raise ConfigError(f"config key {where!r} is required") from None
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "value_error" and not error["loc"]:
             raise ConfigError(message) from None
         raise ConfigError(f"config key {where!r}: {message}") from None
+
+
+def _did_you_mean(loc: tuple[str | int, ...]) -> str:
+    """" (did you mean 'budget'?)" when an unknown key is close to a key its section knows, else ""."""
+    section: type[BaseModel] = RunConfig
+    for part in loc[:-1]:
+        field = section.model_fields.get(str(part))
+        annotation = None if field is None else field.annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return ""
+        section = annotation
+    close = difflib.get_close_matches(str(loc[-1]), list(section.model_fields), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def load_config(path: Path, assignments: list[str] = ()) -> RunConfig:
