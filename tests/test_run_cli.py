@@ -140,3 +140,19 @@ def test_a_misspelt_key_in_the_file_is_named_not_reported_as_missing(
     assert main(["run", str(path), "--run-dir", str(tmp_path / "r")]) == 2
     assert message in one_line_error(capsys)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("damage", ["DROP TABLE steps", "DROP TABLE meta"])
+def test_a_damaged_run_database_is_one_line_naming_the_file(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    run_dir = tmp_path / "run"
+    assert main(["run", str(config), "--run-dir", str(run_dir), "--set", "budget=4"]) == 0
+    capsys.readouterr()
+    with sqlite3.connect(run_dir / "run.sqlite") as db:
+        db.execute(damage)
+    missing = damage.split()[-1]
+    for command in (["runs", "show"], ["resume"], ["report"], ["runs", "export"]):
+        assert main([*command, str(run_dir)]) == 2, command
+        err = one_line_error(capsys)
+        assert str(run_dir / "run.sqlite") in err and f"missing table {missing}" in err, err

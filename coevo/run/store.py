@@ -85,10 +85,15 @@ class RunStore:
             raise StoreError(f"no run found in {run_dir} (missing {DB_NAME})")
         try:
             store = cls(_connect(path), path)
-            store.meta("config")
             store._db.execute(TRAJECTORIES)
+            damage = _schema_damage(store._db)
+            if damage is None:
+                store.meta("config")
         except (sqlite3.DatabaseError, KeyError) as exc:
             raise StoreError(f"cannot read run in {run_dir}: {exc}") from None
+        if damage is not None:
+            store.close()
+            raise StoreError(f"{path} is damaged: {damage}; it is not a run coevo can read")
         return store
 
     def close(self) -> None:
@@ -297,6 +302,28 @@ class StoreHistory:
 
     def load(self) -> list[UpdateRecord]:
         return self.store.es_records()
+
+
+def _columns(db: sqlite3.Connection) -> dict[str, list[str]]:
+    tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {table: [row[1] for row in db.execute(f"PRAGMA table_info({table})")] for table in tables}
+
+
+def _schema_damage(db: sqlite3.Connection) -> str | None:
+    """What the database lacks of the tables and columns `SCHEMA` makes, in words; None when nothing."""
+    expected = sqlite3.connect(":memory:")
+    expected.executescript(SCHEMA)
+    wanted, present = _columns(expected), _columns(db)
+    expected.close()
+    missing_tables = [table for table in wanted if table not in present]
+    if missing_tables:
+        return f"missing table{'s' * (len(missing_tables) > 1)} {', '.join(missing_tables)}"
+    missing_columns = [
+        f"{table}.{column}" for table, columns in wanted.items() for column in columns if column not in present[table]
+    ]
+    if missing_columns:
+        return f"missing column{'s' * (len(missing_columns) > 1)} {', '.join(missing_columns)}"
+    return None
 
 
 def _connect(path: Path) -> sqlite3.Connection:
