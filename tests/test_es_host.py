@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from coevo.es.host import TorchWeightsHost
+from coevo.es.host import TorchWeightsHost, compute_in
 from coevo.es.noise import noise
 from coevo.es.perturbation import Perturbation, Update
 from coevo.llm.base import WeightsHost
@@ -96,6 +96,46 @@ def test_exact_mode_keeps_bf16_updates_too_small_for_bf16():
         master = master + np.float32(1e-3) * eps
     assert torch.equal(net.norm.weight, torch.from_numpy(master).to(torch.bfloat16))
     assert not torch.equal(net.norm.weight, torch.ones(16, dtype=torch.bfloat16))
+
+
+def test_a_bf16_compute_copy_moves_exactly_as_its_fp32_weights():
+    """Perturb, restore and update on a `compute_in` bf16 module give the casts of what the same steps give
+    the fp32 module, and a host made later (a resume, another run) starts from the fp32 master."""
+    fp32, bf16 = TiedHeadNet(), TiedHeadNet()
+    compute_in(bf16, torch.bfloat16)
+    hosts32, hosts16 = [TorchWeightsHost(fp32)], [TorchWeightsHost(bf16)]
+
+    def assert_bf16_is_the_cast() -> None:
+        for (name, p32), p16 in zip(fp32.named_parameters(), bf16.parameters(), strict=True):
+            assert p16.dtype == torch.bfloat16
+            assert torch.equal(p16.detach(), p32.detach().to(torch.bfloat16)), name
+
+    update = Update(seeds=(1, 2), coeffs=(0.5, -1.0), alpha=1e-4)
+    for step in range(3):
+        for seed in range(4):
+            perturbation = Perturbation(seed=10 * step + seed, sigma=1e-3, sign=1 if seed % 2 else -1)
+            with hosts32[-1].perturbed(perturbation), hosts16[-1].perturbed(perturbation):
+                assert_bf16_is_the_cast()
+            assert_bf16_is_the_cast()
+        hosts32[-1].apply_update(update)
+        hosts16[-1].apply_update(update)
+        assert_bf16_is_the_cast()
+        hosts32.append(TorchWeightsHost(fp32))
+        hosts16.append(TorchWeightsHost(bf16))
+    assert hosts16[-1]._tensors[0].master is not None
+    assert np.array_equal(hosts16[-1]._tensors[0].master, fp32.embed.weight.detach().numpy().reshape(-1))
+
+
+def test_weights_written_behind_the_hosts_back_become_the_master_of_the_next_host():
+    net = TiedHeadNet()
+    compute_in(net, torch.bfloat16)
+    TorchWeightsHost(net).apply_update(Update(seeds=(1,), coeffs=(1.0,), alpha=1e-2))
+    with torch.no_grad():
+        net.block.weight.fill_(0.5)
+    host = TorchWeightsHost(net, scope=r"^block\.weight$")
+    with host.perturbed(Perturbation(seed=3, sigma=1e-3)):
+        pass
+    assert torch.equal(net.block.weight, torch.full((16, 16), 0.5, dtype=torch.bfloat16))
 
 
 def test_inplace_mode_drift_after_1000_cycles_is_far_below_one_update():

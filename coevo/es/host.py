@@ -7,7 +7,8 @@ Restore modes:
 - "exact" (default): an fp32 master copy in host memory is the truth; perturbed weights are written as
   cast(master + sigma * eps) and restore copies the master back, so any number of cycles leaves the
   weights bit-identical and bf16/fp16 weights keep the full fp32 update signal. Costs one fp32 copy of
-  the evolved parameters.
+  the evolved parameters. A module cast down with `compute_in` keeps its fp32 values as that master,
+  shared by every host over it, so a bf16 compute copy moves exactly as the fp32 weights would.
 - "inplace": add then subtract the same noise in the weights' own memory (inference-level memory).
   Only for CPU float32 weights, where the round-off drift is tiny and measured; on bf16 it would erase
   most of an update (REFERENCES section 2), so it is refused there.
@@ -19,6 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from typing import Literal
+from weakref import WeakKeyDictionary
 
 import numpy as np
 import torch
@@ -82,12 +84,42 @@ def _linear_parameter_pointers(module: nn.Module) -> set[int]:
 
 
 @dataclass
+class _SharedMaster:
+    """The fp32 truth of one parameter of a module computing in lower precision."""
+
+    values: np.ndarray  # flat fp32
+    version: int
+    """The live tensor's `_version` when a host last wrote the cast of `values` into it: any other
+    version means someone else wrote the weights since, and `values` no longer describe them."""
+
+
+_SHARED_MASTERS: WeakKeyDictionary[nn.Module, dict[str, _SharedMaster]] = WeakKeyDictionary()
+
+
+def compute_in(module: nn.Module, dtype: torch.dtype) -> None:
+    """Cast `module`'s floating-point weights to `dtype` for computing, keeping their fp32 values as the
+    master every exact host over `module` starts from and moves (a no-op for float32)."""
+    if dtype == torch.float32:
+        return
+    fp32 = {
+        name: param.detach().to(device="cpu", dtype=torch.float32, copy=True).numpy().reshape(-1)
+        for name, param in canonical_parameters(module)
+        if param.is_floating_point()
+    }
+    module.to(dtype)
+    _SHARED_MASTERS[module] = {
+        name: _SharedMaster(fp32[name], param._version) for name, param in canonical_parameters(module) if name in fp32
+    }
+
+
+@dataclass
 class _EvolvedTensor:
     name: str
     tensor: torch.Tensor
     direct: np.ndarray | None  # flat fp32 view of the tensor's own memory (CPU float32 only)
     master: np.ndarray | None  # flat fp32 truth in "exact" mode
     state: ParamState
+    shared: _SharedMaster | None = None  # the module's fp32 master (`compute_in`), which `master` views
 
 
 class TorchWeightsHost(PerturbedContext):
@@ -105,12 +137,15 @@ class TorchWeightsHost(PerturbedContext):
         self.module = module
         self.scope = scope
         self.restore_mode: RestoreMode = restore
-        self._tensors = [self._track(name, param, restore) for name, param in select_parameters(module, scope)]
+        shared = _SHARED_MASTERS.get(module, {})
+        self._tensors = [
+            self._track(name, param, restore, shared.get(name)) for name, param in select_parameters(module, scope)
+        ]
         self._scratch = np.empty(0, dtype=np.float32)
         self._active: Perturbation | None = None
 
     @staticmethod
-    def _track(name: str, param: nn.Parameter, restore: RestoreMode) -> _EvolvedTensor:
+    def _track(name: str, param: nn.Parameter, restore: RestoreMode, shared: _SharedMaster | None) -> _EvolvedTensor:
         tensor = param.detach()
         if not tensor.is_contiguous():
             raise ValueError(f"parameter {name} is not contiguous; flat noise indices need a row-major layout")
@@ -120,10 +155,13 @@ class TorchWeightsHost(PerturbedContext):
                 f"restore='inplace' needs CPU float32 weights but {name} is {tensor.dtype} on {tensor.device}: "
                 "subtracting the noise again in low precision rounds most of each update away; use restore='exact'"
             )
-        master = None
-        if restore == "exact":
-            master = tensor.to(device="cpu", dtype=torch.float32, copy=True).numpy().reshape(-1)
-        return _EvolvedTensor(name, tensor, direct, master, ParamState())
+        if restore == "inplace":
+            return _EvolvedTensor(name, tensor, direct, None, ParamState())
+        if shared is None:
+            return _EvolvedTensor(name, tensor, direct, _fp32_copy(tensor), ParamState())
+        if shared.version != tensor._version:  # written behind the hosts' back: the live weights are the truth
+            shared.values, shared.version = _fp32_copy(tensor), tensor._version
+        return _EvolvedTensor(name, tensor, direct, shared.values, ParamState(), shared)
 
     @property
     def parameter_names(self) -> list[str]:
@@ -200,6 +238,12 @@ class TorchWeightsHost(PerturbedContext):
             np.copyto(t.direct, values)
         else:
             t.tensor.copy_(torch.from_numpy(values).view(t.tensor.shape))
+            if t.shared is not None:
+                t.shared.version = t.tensor._version
+
+
+def _fp32_copy(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.to(device="cpu", dtype=torch.float32, copy=True).numpy().reshape(-1)
 
 
 def module_host(module: nn.Module, scope: str, rank: int = 0) -> WeightsHost:
