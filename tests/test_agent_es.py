@@ -45,6 +45,7 @@ def test_es_runs_two_generations_on_episodes_and_replays_exactly(config: Path, t
     for name in ("a", "b"):
         runner = start_run(load_config(config), tmp_path / name, build_tiny_agent())
         with runner:
+            assert runner.store.meta("compute_dtype") == "float32"  # the tiny agent computes in fp32
             runner.run()
             runs.append((runner.weights_sha256(), runner.store.es_records(0), dict(runner.heldout)))
     (sha_a, records_a, heldout_a), (sha_b, records_b, _) = runs

@@ -153,6 +153,18 @@ def test_host_drives_the_backend_model(backend: HFBackend) -> None:
     assert backend.weights_id == before
 
 
+def test_a_bf16_backend_computes_in_bf16_and_its_host_moves_the_fp32_weights(model_dir: Path) -> None:
+    fp32, bf16 = HFBackend.load(str(model_dir), dtype="float32"), HFBackend.load(str(model_dir), dtype="bfloat16")
+    assert (fp32.compute_dtype, bf16.compute_dtype) == ("float32", "bfloat16")
+    assert all(p.dtype == torch.bfloat16 for p in bf16.model.parameters())
+    update = Update(seeds=(3,), coeffs=(1.0,), alpha=1e-3)
+    fp32.host.apply_update(update)
+    bf16.host.apply_update(update)
+    for p32, p16 in zip(fp32.model.parameters(), bf16.model.parameters(), strict=True):
+        assert torch.equal(p16, p32.to(torch.bfloat16))
+    assert len(bf16.generate([CAT], SAMPLED)[0].token_ids) > 0
+
+
 def test_base_model_without_chat_template_gets_a_plain_transcript() -> None:
     tokenizer = build_tiny_tokenizer()
     backend = HFBackend(build_tiny_llama(tokenizer.vocab_size), tokenizer, name="tiny-base")

@@ -48,6 +48,7 @@ from coevo.llm.embedded import (  # noqa: E402
     models_cache_root,
 )
 from coevo.llm.models import SPLIT_MODELS, joined_gguf, known_models  # noqa: E402
+from coevo.llm.precision import DtypeChoice, compute_dtype  # noqa: E402
 
 if TYPE_CHECKING:
     from coevo.es.protocols import WeightsHost
@@ -230,10 +231,22 @@ class HFBackend:
         self.max_batch_size = max_batch_size
         self._eos = _eos_ids(model, tokenizer)
 
+    @property
+    def compute_dtype(self) -> str:
+        """The float type the model computes in ("float32", "bfloat16"), which the texts depend on."""
+        return str(self.model.dtype).removeprefix("torch.")
+
     @classmethod
-    def load(cls, name_or_path: str = DEFAULT_MODEL, max_batch_size: int = 16) -> HFBackend:
-        """Load an embedded model by name, or a local transformers model directory, offline."""
+    def load(cls, name_or_path: str = DEFAULT_MODEL, max_batch_size: int = 16, dtype: DtypeChoice = "auto") -> HFBackend:
+        """Load an embedded model by name, or a local transformers model directory, offline.
+
+        `dtype` "auto" computes in bf16 where the CPU multiplies it natively, else in fp32
+        (`coevo.llm.precision`); the fp32 weights stay the master of every ES host over the model.
+        """
+        from coevo.es.host import compute_in
+
         model, tokenizer = load_causal_lm(name_or_path)
+        compute_in(model, getattr(torch, compute_dtype(dtype)))
         name = name_or_path if name_or_path in EMBEDDED_MODELS else Path(name_or_path).expanduser().resolve().name
         return cls(model, tokenizer, name=name, max_batch_size=max_batch_size)
 

@@ -52,6 +52,9 @@ class LLMSettings(_Section):
     top_p: float = Field(0.95, gt=0, le=1)
     api_base: str | None = Field(None, description="an OpenAI-compatible server; prompt-only")
     max_batch_size: int = Field(16, ge=1)
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="compute dtype of a transformers model: auto = bf16 where the CPU has it natively, else fp32"
+    )
     backend: Literal["transformers", "vllm"] = Field(
         "transformers", description="engine of a local model; vllm also perturbs and updates inside vLLM's workers"
     )
@@ -101,6 +104,13 @@ class WorkloadSettings(_Section):
     episodes: int = Field(32, ge=1, description="search-split episodes per member and generation")
     heldout: Literal["val", "test"] = Field("val", description="split scored before and after the run")
     heldout_episodes: int | None = Field(None, ge=1, description="only the first N held-out episodes")
+
+    @field_validator("env")
+    @classmethod
+    def _absolute_env_path(cls, value: str | None) -> str | None:
+        from coevo.plugins import normalised
+
+        return None if value is None else normalised(value)
 
     @model_validator(mode="after")
     def _known_env(self) -> WorkloadSettings:
@@ -159,11 +169,18 @@ class RunConfig(_Section):
     @field_validator("task")
     @classmethod
     def _known_task(cls, value: str | None) -> str | None:
-        from tasks import TASK_NAMES
+        """A registered name, or a file/module spec (a file's path made absolute, so resume and Ray
+        workers find it from any directory); the class must load and be a Task."""
+        from coevo.plugins import normalised
+        from tasks import UnknownTaskError, task_class
 
-        if value is not None and value not in TASK_NAMES:
-            raise ValueError(f"unknown task {value!r}; known: {', '.join(TASK_NAMES)}")
-        return value
+        if value is None:
+            return value
+        try:
+            task_class(value)
+        except UnknownTaskError as exc:
+            raise ValueError(str(exc)) from None
+        return normalised(value)
 
     @model_validator(mode="after")
     def _method_fits_workload(self) -> RunConfig:
@@ -185,11 +202,21 @@ class RunConfig(_Section):
                 f"method {self.method} evolves weights, but llm.api_base names a prompt-only server; "
                 "use a local model or a prompt-only method (sample, eoh)"
             )
+        if self.es.rank and self.llm.dtype == "bfloat16":
+            raise ValueError("low-rank ES (es.rank > 0) moves float32 weights: set llm.dtype = 'float32' or 'auto'")
         if self.es.rank and self.llm.backend == "vllm":
             raise ValueError("the vLLM backend evolves full-rank members only: set es.rank = 0")
         if self.es.rank and self.es.scope == "full":
             raise ValueError("low-rank ES (es.rank > 0) evolves linear weights only: set es.scope = 'all_linear'")
         return self
+
+    @property
+    def compute_dtype(self) -> str:
+        """llm.dtype, where "auto" means float32 for weights that must live in fp32 (low-rank ES, GRPO's
+        gradient steps) and the CPU's choice otherwise (`coevo.llm.precision`)."""
+        if self.llm.dtype == "auto" and (self.es.rank or self.method == "grpo"):
+            return "float32"
+        return self.llm.dtype
 
     @property
     def uses_weights(self) -> bool:

@@ -17,12 +17,15 @@ from coevo.run.executor import open_executor
 from coevo.run.runner import Runner
 from coevo.run.store import RunStore
 
+COMPUTE_DTYPE_KEY = "compute_dtype"
+"""Run-store meta key: the float type the run's in-process model computed in."""
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
-def load_llm(config: RunConfig) -> LLM:
+def load_llm(config: RunConfig, dtype: str | None = None) -> LLM:
     """The backend for `config.model`: an OpenAI-compatible server, a `module:factory`, or a local model
-    (in transformers, or in vLLM where `llm.backend` says so)."""
+    (in transformers, or in vLLM where `llm.backend` says so); `dtype` replaces the config's compute dtype
+    (a resume passes the one its run recorded)."""
     if config.llm.backend == "vllm":
         return _load_vllm(config)
     if config.llm.api_base is not None:
@@ -40,7 +43,9 @@ def load_llm(config: RunConfig) -> LLM:
     from coevo.llm.hf import HFBackend
 
     try:
-        return HFBackend.load(config.model, max_batch_size=config.llm.max_batch_size)
+        return HFBackend.load(
+            config.model, max_batch_size=config.llm.max_batch_size, dtype=dtype or config.compute_dtype
+        )
     except ModelNotFoundError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -76,6 +81,8 @@ def start_run(
     members = open_executor(executor, config, address)
     llm = llm or load_llm(config)
     store = RunStore.create(run_dir, config.model_dump(mode="json"))
+    if (dtype := getattr(llm, "compute_dtype", None)) is not None:
+        store.set_meta(COMPUTE_DTYPE_KEY, dtype)  # the texts depend on it; a resume computes in it again
     return Runner(config, store, run_dir, llm, executor=members)
 
 
@@ -90,4 +97,8 @@ def resume_run(
     except ConfigError:
         store.close()
         raise
-    return Runner(config, store, run_dir, llm or load_llm(config), executor=members)
+    try:
+        recorded = store.meta(COMPUTE_DTYPE_KEY)
+    except KeyError:  # a run from before the key: they all computed in fp32
+        recorded = "float32"
+    return Runner(config, store, run_dir, llm or load_llm(config, recorded), executor=members)
