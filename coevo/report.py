@@ -29,7 +29,7 @@ from coevo.run.heldout import heldout_lines
 from coevo.run.store import RunStore, StoredTrajectory
 from coevo.skills.history import LibraryAt, library_history
 from coevo.skills.library import Library
-from coevo.run.validation import Validation
+from coevo.run.validation import Validation, answer_line
 from tasks import get_task
 
 REPORT_NAME = "report.html"
@@ -68,14 +68,14 @@ def render_report(store: RunStore) -> str:
     config = store.config
     state = store.last_state() or {}
     candidates = store.candidates()
-    best, chosen_on = store.answer()
+    best, _ = store.answer()
     title = f"coevo report: {config['method']} on {config['task']}"
     sections = [
         _section("Run", _run_table(store, config, state) + _validation(store)),
         _section("Objective", _objective_plot(candidates, config)),
         _section("ES schedules and rewards", _es_plots(store.es_records(), config["method"])),
         _section("LLM tokens", _token_plot(store.llm_calls())),
-        _section("Best heuristic", f'<p class="note">Chosen on the {chosen_on} split.</p>' + _best_code(best)),
+        _section("Best heuristic", _best_code(best, store.answer_summary())),
         _section("Lineage of the best heuristic", _lineage(best, [c for _, c in candidates])),
         _section("How the prompts changed", _prompt_changes(store, state)),
         _section("Episodes", _episodes(store.trajectories())),
@@ -152,9 +152,9 @@ def _objective_plot(steps_and_candidates: Sequence[tuple[int, Candidate]], confi
     axes.plot(
         *zip(*means, strict=True), marker="o", markersize=3, label=f"{method}: mean of the step's valid candidates"
     )
-    axes.step(best_x, best_y, where="post", linewidth=2, label=f"{method}: best so far")
+    axes.step(best_x, best_y, where="post", linewidth=2, label=f"{method}: best so far on search")
     axes.set_xlabel("evaluations")
-    axes.set_ylabel(f"objective ({'lower' if sense == 'min' else 'higher'} is better)")
+    axes.set_ylabel(f"objective on the search split ({'lower' if sense == 'min' else 'higher'} is better)")
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.legend()
     axes.grid(alpha=0.3)
@@ -242,11 +242,11 @@ def _image(figure: Figure, alt: str) -> str:
 
 
 # --- the best heuristic and its ancestry -----------------------------------------------------------
-def _best_code(best: Candidate | None) -> str:
-    if best is None:
+def _best_code(best: Candidate | None, answer: dict[str, Any] | None) -> str:
+    """The run's answer as `coevo runs show` and `coevo runs export` name it, each figure under its split."""
+    if best is None or answer is None:
         return '<p class="note">No valid heuristic yet.</p>'
-    gap = "n/a" if best.gap_pct is None else f"{best.gap_pct:.3f}%"
-    facts = f"key {best.key}, objective {best.objective:.6g}, gap {gap}, written by {best.operator}"
+    facts = f"{answer_line(answer)}; written by {best.operator}"
     return f"<p>{escape(facts)}</p><p><em>{escape(best.thought)}</em></p><pre><code>{escape(best.code)}</code></pre>"
 
 
@@ -294,7 +294,7 @@ def _lineage(best: Candidate | None, candidates: Sequence[Candidate]) -> str:
             )
         )
     note = "Each heuristic is followed by the parents shown in its prompt, indented."
-    table = _table(rows, ("candidate", "operator", "generation", "objective", "prompt", "weights"))
+    table = _table(rows, ("candidate", "operator", "generation", "search objective", "prompt", "weights"))
     return f'<p class="note">{note}</p>' + table
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 import coevo
+from coevo.candidate import Candidate
 from coevo.cli import main
+from coevo.run.store import RunStore
 
 CONFIG = """
 method = "coevo"
@@ -84,7 +86,7 @@ def test_run_show_export_and_refuse_to_overwrite(
     facts = json.loads(capsys.readouterr().out)
     assert set(facts) == {"status", "method", "task", "evaluations", "llm_calls", "best", "weights_sha256"}
     assert (facts["status"], facts["method"], facts["evaluations"]) == ("finished", "coevo", 18)
-    assert set(facts["best"]) == {"objective", "gap_pct", "code"}
+    assert set(facts["best"]) == {"key", "chosen_on", "figures", "code"}
     with sqlite3.connect(run_dir / "run.sqlite") as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert db.execute("SELECT json_extract(value, '$.seed') FROM meta WHERE key = 'config'").fetchone()[0] == 4
@@ -102,8 +104,22 @@ def test_run_show_export_and_refuse_to_overwrite(
         validation = json.loads(db.execute("SELECT value FROM meta WHERE key = 'validation'").fetchone()[0])
     assert provenance["method"] == "coevo" and provenance["key"] == validation["best_key"]
     assert provenance["val"] == validation["best"], "the export is the finalist selected on val"
+    # one answer everywhere: `runs show` (JSON and text) and the report name the exported heuristic,
+    # with its val figure from the validation and its search figure labelled as such
+    answer = facts["best"]
+    assert (answer["key"], answer["chosen_on"], provenance["chosen_on"]) == (provenance["key"], "val", "val")
+    assert answer["figures"]["val"] == {k: validation["best"][k] for k in ("objective", "gap_pct")}
+    exported_candidate = [c for c in candidates(run_dir) if c.key == answer["key"]][0]
+    assert answer["figures"]["search"] == {"objective": exported_candidate.objective, "gap_pct": exported_candidate.gap_pct}
+    line = (
+        f"best heuristic {answer['key']} (chosen on the val split): "
+        f"on val: gap {validation['best']['gap_pct']:.3f}%, objective {validation['best']['objective']:.6g}; "
+        f"on search: gap {exported_candidate.gap_pct:.3f}%, objective {exported_candidate.objective:.6g}"
+    )
+    assert main(["runs", "show", str(run_dir)]) == 0
+    assert f"  {line}\n" in capsys.readouterr().out
     page = (run_dir / "report.html").read_text()
-    assert "Chosen on the val split." in page and html.escape(text.split("\n\n", 1)[1].strip()) in page
+    assert html.escape(line) in page and html.escape(text.split("\n\n", 1)[1].strip()) in page
     # validation scores val under the run's eval settings: its first eval.limit = 4 instances
     assert main(["tasks", "eval", "tsp_construct", str(exported), "--limit", "4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(validation["best"]["objective"])
@@ -112,6 +128,14 @@ def test_run_show_export_and_refuse_to_overwrite(
     assert "already holds a run" in one_line_error(capsys)
     assert main(["runs", "export", str(run_dir), "--name", "bad name!"]) == 2
     assert "export name" in one_line_error(capsys)
+
+
+def candidates(run_dir: Path) -> list[Candidate]:
+    store = RunStore.open(run_dir)
+    try:
+        return [c for _, c in store.candidates()]
+    finally:
+        store.close()
 
 
 def test_resume_of_a_finished_run_changes_nothing(config: Path, tmp_path: Path, capsys) -> None:

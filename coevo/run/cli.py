@@ -89,6 +89,7 @@ def register(app: typer.Typer, fail) -> None:
         """Status, budget used, LLM calls, the best heuristic and the weights hash of a run."""
         from coevo.run.runner import summary
         from coevo.run.store import RunStore, StoreError
+        from coevo.run.validation import answer_line
 
         try:
             store = RunStore.open(run_dir)
@@ -105,8 +106,7 @@ def register(app: typer.Typer, fail) -> None:
         if best is None:
             print("  no valid heuristic yet")
         else:
-            gap = "n/a" if best["gap_pct"] is None else f"{best['gap_pct']:.3f}%"
-            print(f"  best objective {best['objective']:.6g} (gap {gap}):\n{best['code']}")
+            print(f"  {answer_line(best)}\n{best['code']}")
 
     @runs_app.command("export")
     def export(

@@ -27,7 +27,7 @@ def export_best(run_dir: Path, name: str | None = None, directory: Path | None =
     """Write the run's answer to `directory` and return the file's path: the finalist selected on the
     val split when the run was validated, else its best on the search split."""
     store = RunStore.open(run_dir)
-    answer, _ = store.answer()
+    answer, chosen_on = store.answer()
     if answer is None:
         raise ExportError(f"{run_dir} has no valid heuristic to export")
     best, validation = answer.to_dict(), store.validation()
@@ -44,6 +44,7 @@ def export_best(run_dir: Path, name: str | None = None, directory: Path | None =
         "seed": config["seed"],
         "budget": config["budget"],
         "key": best["key"],
+        "chosen_on": chosen_on,
         "operator": best["operator"],
         "parents": best["parents"],
         "prompt_id": best["prompt_id"],

@@ -468,15 +468,12 @@ def summary(store: RunStore) -> dict[str, Any]:
     """The `coevo runs show --json` object for a stored run."""
     config = store.config
     state = store.last_state() or {}
-    best = state.get("best")
     return {
         "status": store.meta("status"),
         "method": config["method"],
         "task": config["task"],
         "evaluations": state.get("evaluations", 0),
         "llm_calls": store.llm_totals()["calls"],
-        "best": None
-        if best is None
-        else {"objective": best["objective"], "gap_pct": best["gap_pct"], "code": best["code"]},
+        "best": store.answer_summary(),
         "weights_sha256": state.get("weights_sha256"),
     }

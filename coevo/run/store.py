@@ -126,6 +126,20 @@ class RunStore:
         best = (self.last_state() or {}).get("best")
         return (None if best is None else Candidate.from_dict(best)), "search"
 
+    def answer_summary(self) -> dict[str, Any] | None:
+        """The run's answer as every reader shows it (`runs show`, `runs export`, the report): its key,
+        code, the split it was chosen on, and its figures under the name of each split they were
+        measured on (`search` always, the validation split once validated)."""
+        answer, chosen_on = self.answer()
+        if answer is None:
+            return None
+        figures = {"search": {"objective": answer.objective, "gap_pct": answer.gap_pct}}
+        validation = self.validation()
+        if validation is not None and validation["best_key"] == answer.key:
+            held_out = validation["best"]
+            figures = {validation["split"]: {"objective": held_out["objective"], "gap_pct": held_out["gap_pct"]}} | figures
+        return {"key": answer.key, "chosen_on": chosen_on, "figures": figures, "code": answer.code}
+
     def set_meta(self, key: str, value: str) -> None:
         with self._db:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))

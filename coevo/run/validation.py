@@ -18,6 +18,18 @@ from coevo.run.runner import Runner
 from tasks.base import SplitName
 
 
+def gap_and_objective(figure: dict[str, Any]) -> str:
+    """A valid result's figures as every run summary words them."""
+    gap = "n/a" if figure["gap_pct"] is None else f"{figure['gap_pct']:.3f}%"
+    return f"gap {gap}, objective {figure['objective']:.6g}"
+
+
+def answer_line(answer: dict[str, Any]) -> str:
+    """The run's answer (`RunStore.answer_summary`) on one line, each figure under its split's name."""
+    figures = "; ".join(f"on {split}: {gap_and_objective(figure)}" for split, figure in answer["figures"].items())
+    return f"best heuristic {answer['key']} (chosen on the {answer['chosen_on']} split): {figures}"
+
+
 @dataclass(frozen=True)
 class Validation:
     split: str
@@ -37,8 +49,7 @@ class Validation:
                 return "no valid heuristic"
             if not result["valid"]:
                 return f"invalid ({result['reason']})"
-            gap = "n/a" if result["gap_pct"] is None else f"{result['gap_pct']:.3f}%"
-            return f"gap {gap}, objective {result['objective']:.6g}"
+            return gap_and_objective(result)
 
         chosen = "best heuristic" if self.finalists == 1 else f"best heuristic (of {self.finalists} finalists)"
         lines = [
