@@ -26,7 +26,7 @@ from coevo.llm.base import AGENT_SAMPLING, SamplingParams
 from coevo.workload import Evaluation, Member, Trajectory, Turn
 from tasks.agents import Episode, Prompt, llm_policy, make_env, rollout
 from tasks.agents.rollout import PerRequestLLM, Policy, turn_request
-from tasks.agents.splits import split_seeds, verify_split
+from tasks.agents.splits import env_seeds, verify_split
 
 if TYPE_CHECKING:
     from coevo.run.config import WorkloadSettings
@@ -66,7 +66,7 @@ class AgentWorkload:
             llm,
             settings.env,
             settings.agent_horizon,
-            tuple(split_seeds("search")),
+            tuple(env_seeds(settings.env, "search")),
             host=host,
             seed=seed,
             window=settings.episodes,

@@ -47,7 +47,7 @@ register_serve(app)
 def tasks_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
     """One row per heuristic-design task and per agent environment (with its horizon knob H)."""
     from tasks import SPLITS, TASK_NAMES, get_task
-    from tasks.agents import ENVS
+    from tasks.agents import ENV_NAMES, env_class
 
     rows = []
     for name in TASK_NAMES:
@@ -61,7 +61,8 @@ def tasks_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON 
                 "reference": task.reference_name,
             }
         )
-    for name, env in ENVS.items():
+    for name in ENV_NAMES:
+        env = env_class(name)
         horizon = f"H in {{{', '.join(map(str, env.horizons))}}}: {env.horizon_meaning}"
         rows.append(
             {
@@ -105,18 +106,15 @@ def tasks_eval(
 ) -> None:
     """Heuristic task: evaluate FILE.py in the sandbox. Agent environment: roll out --episodes episodes
     of the split with the model and print the success rate with its 95% interval. Exits 0 either way."""
-    from tasks import SPLITS, TASK_NAMES
-    from tasks.agents import ENV_NAMES
+    from tasks import SPLITS
 
     if split not in SPLITS:
         _fail(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
-    if task_name in ENV_NAMES:
+    if _is_environment(task_name):
         if file is not None:
             _fail(f"{task_name} is an agent environment: it takes no FILE.py (see --model, --episodes)")
         _eval_agent(task_name, split, model, episodes, horizon, seed, as_json)
         return
-    if task_name not in TASK_NAMES:
-        _fail(f"unknown task {task_name!r}; known tasks: {', '.join(TASK_NAMES)}; environments: {', '.join(ENV_NAMES)}")
     if file is None:
         _fail(f"{task_name} is a heuristic task: give the FILE.py that defines its function")
     if not file.is_file():
@@ -140,6 +138,28 @@ def tasks_eval(
         f"{task_name} [{split}, {result.n_instances} instances] {verdict}; "
         f"objective {objective}; gap {gap}; {result.seconds:.2f} s"
     )
+
+
+def _is_environment(name: str) -> bool:
+    """Whether `name` (registered, or a file/module spec) is an agent environment rather than a
+    heuristic-design task; exits 2 with one line when it is neither."""
+    from coevo.plugins import is_spec
+    from tasks import TASK_NAMES, UnknownTaskError, task_class
+    from tasks.agents import ENV_NAMES, UnknownEnvError, env_class
+
+    if name in ENV_NAMES or name in TASK_NAMES:
+        return name in ENV_NAMES
+    if not is_spec(name):
+        _fail(f"unknown task {name!r}; known tasks: {', '.join(TASK_NAMES)}; environments: {', '.join(ENV_NAMES)}")
+    try:
+        task_class(name)
+        return False
+    except UnknownTaskError as not_a_task:
+        try:
+            env_class(name)
+        except UnknownEnvError:
+            _fail(str(not_a_task))
+        return True
 
 
 def _eval_agent(
@@ -213,19 +233,19 @@ def tasks_baselines(
     """Score the shipped seed and classical heuristics (trusted, in-process) with their gaps."""
     import time
 
-    from tasks import SPLITS, TASK_NAMES, get_task
+    from tasks import SPLITS, TASK_NAMES, UnknownTaskError, get_task
     from tasks.baselines import classical_files, evaluate_split, file_solver, seed_solver
 
-    unknown = [name for name in names or [] if name not in TASK_NAMES]
-    if unknown:
-        _fail(f"unknown task {unknown[0]!r}; known tasks: {', '.join(TASK_NAMES)}")
     if split not in SPLITS:
         _fail(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    try:
+        tasks = {name: get_task(name) for name in names or TASK_NAMES}
+    except UnknownTaskError as exc:
+        _fail(str(exc))
 
     console = Console(width=max(Console().width, 120))
     table = Table("task", "heuristic", "group", "objective", "gap %", "instances", "seconds", title=f"{split} split")
-    for name in names or TASK_NAMES:
-        task = get_task(name)
+    for name, task in tasks.items():
         solvers = {"seed": seed_solver(task)}
         solvers |= {label: file_solver(task, path) for label, path in classical_files(task).items()}
         for label, solve in solvers.items():

@@ -1,30 +1,55 @@
-"""The heuristic-design task suite. ``get_task(name)`` is the one entry point."""
+"""The heuristic-design tasks. ``get_task(name)`` is the one entry point.
+
+A task is named by a registered name (the ``coevo.tasks`` entry-point group: coevo's seven register
+there like any package's), or by ``path/to/problem.py:Class`` / ``package.module:Class``.
+"""
 
 from __future__ import annotations
 
-import importlib
-
+from coevo.plugins import PluginError, load, registered
 from tasks.base import SPLITS, InstanceGroup, InvalidSolution, Task, instance_hash
 
-_REGISTRY: dict[str, str] = {
-    "tsp_construct": "tasks.tsp_construct:TSPConstruct",
-    "kp_construct": "tasks.kp_construct:KPConstruct",
-    "asp_construct": "tasks.asp_construct:ASPConstruct",
-    "tsp_aco": "tasks.tsp_aco:TSPACO",
-    "cvrp_aco": "tasks.cvrp_aco:CVRPACO",
-    "bpp_aco": "tasks.bpp_aco:BPPACO",
-    "bpp_online": "tasks.bpp_online:BPPOnline",
-}
+TASK_GROUP = "coevo.tasks"
 
-TASK_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+TASK_NAMES: tuple[str, ...] = tuple(registered(TASK_GROUP))
+"""The registered tasks' names (the built-in seven and those of installed packages)."""
+
+
+class UnknownTaskError(PluginError, KeyError):
+    """A task that cannot be found or built; one line for the CLI."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def task_class(name: str) -> type[Task]:
+    """The class `name` names; UnknownTaskError (one line) when it is missing or not a Task."""
+    try:
+        cls = load(TASK_GROUP, name, "task")
+    except PluginError as exc:
+        raise UnknownTaskError(str(exc)) from None
+    if not issubclass(cls, Task):
+        raise UnknownTaskError(f"task {name!r}: {cls.__name__} does not subclass tasks.Task")
+    return cls
 
 
 def get_task(name: str) -> Task:
-    """Instantiate a task by name; raises KeyError with the known names on a typo."""
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(TASK_NAMES)}")
-    module_name, class_name = _REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module_name), class_name)()
+    """Instantiate a task by name or spec; raises UnknownTaskError (a KeyError) in one line."""
+    cls = task_class(name)
+    try:
+        return cls()
+    except Exception as exc:
+        raise UnknownTaskError(f"task {name!r}: {cls.__name__}() raised {type(exc).__name__}: {exc}") from None
 
 
-__all__ = ["SPLITS", "TASK_NAMES", "InstanceGroup", "InvalidSolution", "Task", "get_task", "instance_hash"]
+__all__ = [
+    "SPLITS",
+    "TASK_NAMES",
+    "InstanceGroup",
+    "InvalidSolution",
+    "Task",
+    "UnknownTaskError",
+    "get_task",
+    "instance_hash",
+    "task_class",
+]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tasks import TASK_NAMES
-from tasks.agents import ENVS
+from tasks.agents import ENV_NAMES
 
 from cli_capture import run_cli
 
@@ -16,7 +16,7 @@ def test_tasks_list_shows_environments_after_the_heuristic_tasks_with_their_hori
     code, out, _ = run_cli(capsys, "tasks", "list", "--json")
     rows = json.loads(out)
     assert code == 0
-    assert [row["name"] for row in rows] == [*TASK_NAMES, *ENVS]
+    assert [row["name"] for row in rows] == [*TASK_NAMES, *ENV_NAMES]
     agents = {row["name"]: row for row in rows if row["kind"] == "agent"}
     assert agents["sudoku"]["horizon"] == [5, 10, 15, 20]
     assert agents["sudoku"]["reference"] == "H in {5, 10, 15, 20}: blank cells"
@@ -31,7 +31,7 @@ def test_tasks_list_table_names_the_horizon_knob(capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["tasks", "eval", "chess"], "unknown task 'chess'; known tasks: tsp_construct"),
+        (["tasks", "eval", "chess"], "unknown task 'chess'; known tasks: asp_construct"),
         (["tasks", "eval", "sudoku", "--horizon", "7"], "horizon 7 is out of range for sudoku; choose one of: 5, 10"),
         (["tasks", "eval", "gridnav", "--split", "train"], "unknown split 'train'"),
         (["tasks", "eval", "gridnav", "--split", "val", "--episodes", "33"], "the val split of gridnav has 32"),

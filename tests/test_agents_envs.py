@@ -7,7 +7,7 @@ import pytest
 
 import tasks.agents.splits as splits_module
 import tasks.agents.sudoku as sudoku_module
-from tasks.agents import ENVS, HorizonError, UnknownEnvError, make_env
+from tasks.agents import ENV_NAMES, HorizonError, env_class, UnknownEnvError, make_env
 from tasks.agents.base import MAX_ACTION_CHARS
 from tasks.agents.splits import SPLIT_SIZES, ManifestMismatch, split_seeds, verify_split
 from tasks.agents.sudoku import board_conflicts, pattern_solution
@@ -28,7 +28,7 @@ def test_pattern_solutions_are_valid_and_vary_with_the_seed(box):
 
 @pytest.mark.parametrize("name", ["sudoku", "sudoku4"])
 def test_sudoku_instances_have_h_blanks_and_replay_under_their_seed(name):
-    for horizon in ENVS[name].horizons:
+    for horizon in env_class(name).horizons:
         env = make_env(name, horizon)
         first = env.reset(7)
         assert int((env.board == 0).sum()) == horizon
@@ -40,7 +40,7 @@ def test_horizon_and_name_are_validated():
     assert make_env("sudoku").horizon == 5
     with pytest.raises(HorizonError, match="choose one of: 5, 10, 15, 20"):
         make_env("sudoku", 7)
-    with pytest.raises(UnknownEnvError, match="known environments: sudoku"):
+    with pytest.raises(UnknownEnvError, match="registered environments: gridnav, sudoku"):
         make_env("chess")
 
 
@@ -102,7 +102,7 @@ def test_actions_are_read_leniently():
         assert info["valid"] and env.board[0, 8] == 4, text
 
 
-@pytest.mark.parametrize("name", list(ENVS))
+@pytest.mark.parametrize("name", list(ENV_NAMES))
 def test_bad_output_every_turn_ends_the_episode_with_a_reason(name):
     env = make_env(name)
     env.reset(0)
@@ -138,7 +138,7 @@ def test_the_prompt_is_rebuilt_with_rules_feedback_boards_and_empty_cells_but_no
 
 
 def test_gridnav_goal_is_h_moves_away_and_the_shortest_path_wins_in_h_turns():
-    for horizon in ENVS["gridnav"].horizons:
+    for horizon in env_class("gridnav").horizons:
         for seed in range(10):
             env = make_env("gridnav", horizon)
             env.reset(seed)
@@ -165,10 +165,10 @@ def test_splits_are_disjoint_and_sized():
     assert len(set().union(*seeds.values())) == sum(SPLIT_SIZES.values())
 
 
-@pytest.mark.parametrize("name", list(ENVS))
+@pytest.mark.parametrize("name", list(ENV_NAMES))
 def test_every_split_matches_its_shipped_manifest(name):
     for split in SPLITS:
-        for horizon in ENVS[name].horizons:
+        for horizon in env_class(name).horizons:
             assert verify_split(name, split, horizon) == split_seeds(split)
 
 

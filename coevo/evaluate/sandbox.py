@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from coevo import pyast
+from coevo.plugins import spec_of
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD, ChannelError, FrameReader, decode_solution
 from coevo.evaluate.child import EXIT_SETUP_FAILED, Job
 from coevo.evaluate.guard import EXIT_VIOLATION
@@ -124,7 +125,7 @@ class Sandbox:
             raise ValueError(f"only {sorted(SKIPPABLE_LAYERS)} can be left out, got {sorted(skipped_layers)}")
         if parallel < 1:
             raise ValueError(f"parallel must be at least 1, got {parallel}")
-        self._task_ref = (type(task).__module__, type(task).__qualname__)
+        self._task_ref = spec_of(type(task))
         self._payload = payload
         self._batch = min(MAX_FORK_BATCH, max(_MIN_BATCH, parallel))
         self._control: socket.socket | None = None
@@ -225,7 +226,7 @@ class Sandbox:
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "coevo.evaluate.zygote", str(server_end.fileno()), str(instances_fd)]
-                + [*self._task_ref, guards, ",".join(sorted(self._skipped_layers)) or "-"],
+                + [self._task_ref, guards, ",".join(sorted(self._skipped_layers)) or "-"],
                 pass_fds=[server_end.fileno(), instances_fd],
                 env=_fork_server_environment(),
                 stdin=subprocess.DEVNULL,

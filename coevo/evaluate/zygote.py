@@ -43,15 +43,16 @@ from coevo.evaluate.child import ChildSetup, Prepared, run_child
 from coevo.evaluate.isolation import become_subreaper, confine_server, erase_environment, forbid_privilege_gain
 from coevo.evaluate.policy import PRELOADED_MODULES
 from coevo.evaluate.seccomp import DENIED_SYSCALLS, SeccompUnavailable, SyscallFilter
+from tasks import get_task
 
 SERVER_SYSCALLS = frozenset({"fork", "clone", "clone3", "kill", "tgkill"})
 """What the fork server itself still needs of the denied calls: forking children, killing them."""
 
 
-def main(control_fd: int, instances_fd: int, module_name: str, class_name: str, guards: str, skipped: str) -> None:
+def main(control_fd: int, instances_fd: int, task_spec: str, guards: str, skipped: str) -> None:
     for name in PRELOADED_MODULES:
         importlib.import_module(name)
-    task = getattr(importlib.import_module(module_name), class_name)()
+    task = get_task(task_spec)
     with os.fdopen(instances_fd, "rb") as instances:
         prepared = Prepared.build(task, pickle.load(instances), python_guards=guards == "on")
     stdio = os.open(os.devnull, os.O_RDWR)  # the children's stdin/out/err: their root has no /dev
@@ -220,4 +221,4 @@ def _kill_group(pid: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6])
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])

@@ -6,29 +6,43 @@ See `tasks.agents.base` for the protocol, `tasks.agents.rollout` for batched epi
 
 from __future__ import annotations
 
+from functools import cache
+from typing import Any
+
+from coevo.plugins import PluginError, is_spec, load, normalised, registered
 from tasks.agents.base import AgentEnv, HorizonError, Outcome, TextEnv, check_horizon
-from tasks.agents.gridnav import GridNav
+from tasks.agents.plugin import PluginEnv, plugin_env_class
 from tasks.agents.rollout import Episode, Prompt, Turn, llm_policy, rollout
-from tasks.agents.sudoku import Sudoku, Sudoku4, Sudoku4Dense, SudokuDense
 
-ENVS: dict[str, type[AgentEnv]] = {cls.name: cls for cls in (Sudoku, SudokuDense, Sudoku4, Sudoku4Dense, GridNav)}
-ENV_NAMES: tuple[str, ...] = tuple(ENVS)
+ENV_GROUP = "coevo.envs"
+
+ENV_NAMES: tuple[str, ...] = tuple(registered(ENV_GROUP))
+"""The registered environments' names (coevo's own and those of installed packages)."""
 
 
-class UnknownEnvError(KeyError):
+class UnknownEnvError(PluginError, KeyError):
     def __str__(self) -> str:
         return str(self.args[0])
 
 
-def env_class(name: str) -> type[AgentEnv]:
-    """The class registered under `name`; UnknownEnvError (one line) on a typo."""
-    if name not in ENVS:
-        raise UnknownEnvError(f"unknown environment {name!r}; known environments: {', '.join(ENV_NAMES)}")
-    return ENVS[name]
+@cache
+def env_class(name: str) -> type[AgentEnv[Any]] | type[PluginEnv]:
+    """The class registered under `name`, or named by a ``file.py:Class`` / ``module:Class`` spec (a
+    Gymnasium-style class that is not an `AgentEnv` comes wrapped); UnknownEnvError (one line) otherwise."""
+    try:
+        cls = load(ENV_GROUP, name, "environment")
+        return cls if issubclass(cls, AgentEnv) else plugin_env_class(cls, normalised(name))
+    except (PluginError, ValueError) as exc:
+        raise UnknownEnvError(str(exc)) from None
 
 
-def make_env(name: str, horizon: int | None = None) -> AgentEnv:
-    """A fresh environment; H defaults to the shortest horizon. Raises UnknownEnvError or HorizonError."""
+def is_plugin(name: str) -> bool:
+    """Whether `name` is a spec rather than a registered name (its splits are its own, with no manifest)."""
+    return is_spec(name)
+
+
+def make_env(name: str, horizon: int | None = None) -> AgentEnv[Any] | PluginEnv:
+    """A fresh environment; H defaults to the shortest. Raises UnknownEnvError or HorizonError."""
     cls = env_class(name)
     return cls(cls.horizons[0] if horizon is None else horizon)
 
@@ -39,7 +53,6 @@ def instances_of(name: str) -> str:
 
 
 __all__ = [
-    "ENVS",
     "ENV_NAMES",
     "AgentEnv",
     "Episode",
@@ -51,6 +64,7 @@ __all__ = [
     "UnknownEnvError",
     "check_horizon",
     "env_class",
+    "is_plugin",
     "instances_of",
     "llm_policy",
     "make_env",

@@ -34,6 +34,17 @@ def split_seeds(split: SplitName) -> list[int]:
     return list(range(start, start + SPLIT_SIZES[split]))
 
 
+def env_seeds(name: str, split: SplitName) -> list[int]:
+    """The instance seeds of `name`'s split: a plugin environment's own `splits` where it declares them,
+    else the seeds every environment shares."""
+    from tasks.agents import env_class
+
+    own = getattr(env_class(name), "splits", None)
+    if own is not None and split in own:
+        return list(own[split])
+    return split_seeds(split)
+
+
 def instances_sha256(name: str, horizon: int, seeds: list[int]) -> str:
     """SHA-256 of the canonical JSON of the instances the seeds produce."""
     from tasks.agents import make_env
@@ -62,7 +73,13 @@ def load_manifest(name: str) -> dict[str, dict[str, str]]:
 
 
 def verify_split(name: str, split: SplitName, horizon: int) -> list[int]:
-    """The split's seeds, after checking that they still produce the shipped instances."""
+    """The split's seeds, after checking that they still produce the shipped instances (a plugin
+    environment's instances are its author's: no manifest of coevo's covers them)."""
+    from tasks.agents import env_class
+    from tasks.agents.plugin import PluginEnv
+
+    if issubclass(env_class(name), PluginEnv):
+        return env_seeds(name, split)
     seeds = split_seeds(split)
     expected = load_manifest(name).get(split, {}).get(f"H{horizon}")
     actual = instances_sha256(name, horizon, seeds)
@@ -74,14 +91,14 @@ def verify_split(name: str, split: SplitName, horizon: int) -> list[int]:
 
 def write_manifest(name: str) -> Path:
     """Write the manifest of one instance family atomically."""
-    from tasks.agents import ENVS
+    from tasks.agents import env_class
 
     payload = {
         "env": name,
         "base_seed": BASE_SEED,
         "split_sizes": SPLIT_SIZES,
         "splits": {
-            split: {f"H{h}": instances_sha256(name, h, split_seeds(split)) for h in ENVS[name].horizons}
+            split: {f"H{h}": instances_sha256(name, h, split_seeds(split)) for h in env_class(name).horizons}
             for split in SPLITS
         },
     }
@@ -94,7 +111,7 @@ def write_manifest(name: str) -> Path:
 
 
 if __name__ == "__main__":
-    from tasks.agents import ENVS, instances_of
+    from tasks.agents import ENV_NAMES, instances_of
 
-    for env_name in sorted({instances_of(n) for n in ENVS}):
+    for env_name in sorted({instances_of(n) for n in ENV_NAMES}):
         print(write_manifest(env_name))

@@ -1,0 +1,135 @@
+"""Tasks and environments named as plugins: a file, a module, or a registered entry point."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from cli_capture import run_cli
+
+from coevo.plugins import PluginError, load, normalised, registered
+from coevo.run.config import WorkloadSettings
+from tasks import TASK_NAMES, UnknownTaskError, get_task
+from tasks.agents import ENV_NAMES, UnknownEnvError, env_class, make_env, rollout
+from tasks.agents.splits import env_seeds, verify_split
+from tasks.kp_construct import KPConstruct
+
+SEED = Path(__file__).resolve().parent.parent / "heuristics" / "seed" / "kp_construct.py"
+
+COUNTER_ENV = '''
+class CountTo:
+    """Say the next number until you reach three."""
+
+    max_turns = 5
+    splits = {"search": [1, 2], "val": [3], "test": [4, 5, 6]}
+
+    def reset(self, seed):
+        self.n = 0
+        return f"instance {seed}: say the next number after {self.n}", {}
+
+    def step(self, action):
+        if action.strip() == str(self.n + 1):
+            self.n += 1
+        done = self.n == 3
+        return f"now at {self.n}", float(done), done, False, {"success": done}
+'''
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_builtins_are_registered_as_entry_points_like_any_package():
+    assert registered("coevo.tasks")["kp_construct"] == "tasks.kp_construct:KPConstruct"
+    assert set(TASK_NAMES) >= {"tsp_construct", "kp_construct", "bpp_online", "tsp_aco", "cvrp_aco", "bpp_aco"}
+    assert registered("coevo.envs")["gridnav"] == "tasks.agents.gridnav:GridNav"
+    assert "gridnav" in ENV_NAMES
+
+
+def test_a_task_named_by_module_or_file_loads_its_class(tmp_path):
+    assert isinstance(get_task("tasks.kp_construct:KPConstruct"), KPConstruct)
+    path = write(tmp_path, "my_kp.py", "from tasks.kp_construct import KPConstruct\nclass MyKP(KPConstruct):\n    pass\n")
+    task = get_task(f"{path}:MyKP")
+    assert isinstance(task, KPConstruct) and type(task).__name__ == "MyKP"
+
+
+@pytest.mark.parametrize(
+    ("source", "attribute", "message"),
+    [
+        (None, "X", "file {path} not found"),
+        ("x = 1\n", "Missing", "Missing is not defined there"),
+        ("x = 1\n", "x", "x is not a class"),
+        ("class NotATask:\n    pass\n", "NotATask", "NotATask does not subclass tasks.Task"),
+        ("raise RuntimeError('broken on import')\n", "X", "raised RuntimeError: broken on import"),
+        ("from tasks.kp_construct import KPConstruct\nclass Bad(KPConstruct):\n    def __init__(self):\n"
+         "        raise ValueError('bad generator')\n", "Bad", "Bad() raised ValueError: bad generator"),
+    ],
+)
+def test_a_broken_task_plugin_is_one_line_naming_it(tmp_path, source, attribute, message):
+    path = tmp_path / "problem.py"
+    if source is not None:
+        path.write_text(source)
+    spec = f"{path}:{attribute}"
+    with pytest.raises(UnknownTaskError) as caught:
+        get_task(spec)
+    text = str(caught.value)
+    assert "\n" not in text and spec in text and message.format(path=path) in text
+
+
+def test_an_unknown_name_lists_what_is_registered():
+    with pytest.raises(PluginError, match="unknown task 'chess'; registered tasks: .*kp_construct"):
+        load("coevo.tasks", "chess", "task")
+    with pytest.raises(PluginError, match="module 'no_such_module' not found"):
+        load("coevo.tasks", "no_such_module:X", "task")
+
+
+def test_file_specs_become_absolute_and_names_stay(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert normalised("problem.py:Problem") == f"{tmp_path / 'problem.py'}:Problem"
+    assert normalised("pkg.mod:Problem") == "pkg.mod:Problem"
+    assert normalised("kp_construct") == "kp_construct"
+
+
+def test_cli_evaluates_a_heuristic_on_a_plugin_task(capsys, tmp_path):
+    path = write(tmp_path, "my_kp.py", "from tasks.kp_construct import KPConstruct\nclass MyKP(KPConstruct):\n    pass\n")
+    code, out, err = run_cli(capsys, "tasks", "eval", f"{path}:MyKP", str(SEED), "--limit", "2", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["valid"] and result["n_instances"] > 0
+
+
+def test_cli_reports_a_broken_plugin_in_one_line(capsys, tmp_path):
+    path = write(tmp_path, "broken.py", "raise ImportError('needs a package that is not there')\n")
+    code, out, err = run_cli(capsys, "tasks", "eval", f"{path}:Problem", str(SEED))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "needs a package that is not there" in err
+
+
+def test_a_gymnasium_style_env_from_a_file_plays_through_rollout(tmp_path):
+    spec = f"{write(tmp_path, 'count.py', COUNTER_ENV)}:CountTo"
+    cls = env_class(spec)
+    assert cls.horizons == (1,) and cls.description == "Say the next number until you reach three."
+    assert env_seeds(spec, "test") == [4, 5, 6] and verify_split(spec, "val", 1) == [3]
+    env = make_env(spec)
+    assert env.max_turns == 5 and env.reset(7).startswith("instance 7")
+
+    def counting(prompts):
+        return [str(int(str(p).rsplit(" ", 1)[1]) + 1) for p in prompts]
+
+    solved, stuck = rollout(spec, [1, 2], counting), rollout(spec, [1], lambda ps: ["no"] * len(ps))
+    assert [e.success for e in solved] == [True, True] and [len(e.turns) for e in solved] == [3, 3]
+    assert not stuck[0].success and len(stuck[0].turns) == 5
+
+
+def test_workload_settings_take_an_env_spec_and_refuse_a_class_without_step(tmp_path, monkeypatch):
+    write(tmp_path, "count.py", COUNTER_ENV)
+    write(tmp_path, "half.py", "class Half:\n    def reset(self, seed):\n        return ''\n")
+    monkeypatch.chdir(tmp_path)
+    settings = WorkloadSettings(kind="agent", env="count.py:CountTo")
+    assert settings.env == f"{tmp_path / 'count.py'}:CountTo" and settings.agent_horizon == 1
+    with pytest.raises(UnknownEnvError, match="Half has no step method"):
+        env_class("half.py:Half")
