@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import pickle
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -85,6 +85,33 @@ def test_llm_policy_binds_randomness_to_the_episode_not_the_batch():
     assert json.loads(json.dumps(alone.to_json()))["turns"][0]["prompt"].startswith("You are in a 9x9 grid")
 
 
+class RecordingLLM(SeededFakeLLM):
+    """Keeps the sampling settings of every request it is sent."""
+
+    def __init__(self) -> None:
+        self.sent = []
+
+    def generate_each(self, items):
+        self.sent += [sampling for _, sampling in items]
+        return super().generate_each(items)
+
+
+def test_a_turn_stops_at_the_end_of_a_one_line_action_within_the_environments_cap():
+    llm = RecordingLLM()
+    rollout("gridnav", [1, 2], llm_policy(llm, replace(AGENT_SAMPLING, stop=("###",)), seed=0), horizon=2)
+    cap = make_env("gridnav", 2).max_action_tokens
+    assert cap < AGENT_SAMPLING.max_new_tokens
+    assert llm.sent and all(s.stop == ("###", "\n") and s.max_new_tokens == cap for s in llm.sent)
+
+    llm = RecordingLLM()
+    rollout(Counter, [1], llm_policy(llm, AGENT_SAMPLING), max_turns=3)  # declares neither: sampling's own
+    assert all(s.stop == () and s.max_new_tokens == AGENT_SAMPLING.max_new_tokens for s in llm.sent)
+
+    llm = RecordingLLM()
+    rollout("gridnav", [1], llm_policy(llm, replace(AGENT_SAMPLING, max_new_tokens=4)), horizon=2)
+    assert all(s.max_new_tokens == 4 for s in llm.sent)  # the smaller of the two caps
+
+
 def test_a_policy_returning_the_wrong_number_of_actions_is_a_bug_not_an_episode():
     with pytest.raises(ValueError, match="returned 1 actions for 2 prompts"):
         rollout("gridnav", [1, 2], lambda prompts: ["move up"])
@@ -161,7 +188,10 @@ def test_textarena_single_player_game_runs_offline():
 
 
 def test_prompts_are_plain_strings_for_any_policy_and_survive_pickling():
-    prompt = Prompt("hello", seed=4, turn=2)
+    prompt = Prompt("hello", seed=4, turn=2, stop=("\n",), max_tokens=9)
     assert prompt == "hello" and prompt.upper() == "HELLO" and (prompt.seed, prompt.turn) == (4, 2)
     copy = pickle.loads(pickle.dumps(prompt))
-    assert isinstance(copy, Prompt) and (copy, copy.seed, copy.turn) == ("hello", 4, 2)
+    assert isinstance(copy, Prompt) and (copy, copy.seed, copy.turn, copy.stop, copy.max_tokens) == (
+        "hello", 4, 2, ("\n",), 9
+    )
+    assert copy.with_text("hi").stop == ("\n",) and copy.with_text("hi").max_tokens == 9

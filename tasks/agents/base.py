@@ -70,6 +70,10 @@ class AgentEnv(abc.ABC, Generic[ActionT]):
     """What H counts, for `coevo tasks list` (e.g. "blank cells")."""
     action_format: ClassVar[str]
     turns_per_horizon: ClassVar[int] = 3
+    action_stop: ClassVar[tuple[str, ...]] = ("\n",)
+    """Where a policy's answer ends (`rollout.turn_request` stops decoding there): actions are one line."""
+    max_action_tokens: ClassVar[int] = 32
+    """Tokens a policy may spend on one action: one line of the action format with room to spare."""
     shares_instances_with: ClassVar[str | None] = None
     """Another environment whose instances (and manifest) this one plays, e.g. a reward variant."""
 

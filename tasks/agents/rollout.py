@@ -5,7 +5,8 @@ objects with ``.text`` and ``.completion_tokens``, such as `coevo.llm.base.Compl
 reach the trajectory). The prompts are `Prompt` strings that also carry the episode's instance seed
 and turn, so a sampling policy can bind its randomness to the episode rather than to the batch it
 happens to share (`llm_policy` does): an episode then replays the same wherever and with whomever it
-runs.
+runs. They also carry how their environment's actions end (`action_stop`, `max_action_tokens`, where the
+environment declares them), so a turn stops decoding at the end of its action.
 """
 
 from __future__ import annotations
@@ -28,18 +29,26 @@ class Prompt(str):
     turn: int
     episode: int
     """The episode's index among the rollout's seeds, so a policy can tell apart two episodes of one seed."""
+    stop: tuple[str, ...]
+    """Where the environment's action ends ("\n" for a one-line action); () where it does not say."""
+    max_tokens: int | None
+    """The environment's cap on the tokens of one action; None where it has none."""
 
-    def __new__(cls, text: str, seed: int, turn: int, episode: int = 0) -> Prompt:
+    def __new__(
+        cls, text: str, seed: int, turn: int, episode: int = 0, stop: tuple[str, ...] = (), max_tokens: int | None = None
+    ) -> Prompt:
         prompt = super().__new__(cls, text)
         prompt.seed, prompt.turn, prompt.episode = seed, turn, episode
+        prompt.stop, prompt.max_tokens = tuple(stop), max_tokens
         return prompt
 
     def with_text(self, text: str) -> Prompt:
         """Another text for the same episode and turn (a member's instruction put before it)."""
-        return Prompt(text, self.seed, self.turn, self.episode)
+        return Prompt(text, self.seed, self.turn, self.episode, self.stop, self.max_tokens)
 
-    def __reduce__(self) -> tuple[type[Prompt], tuple[str, int, int, int]]:
-        return Prompt, (str(self), self.seed, self.turn, self.episode)  # pickles across processes (a Ray worker)
+    def __reduce__(self) -> tuple[type[Prompt], tuple[str, int, int, int, tuple[str, ...], int | None]]:
+        # pickles across processes (a Ray worker)
+        return Prompt, (str(self), self.seed, self.turn, self.episode, self.stop, self.max_tokens)
 
 
 class Generated(Protocol):
@@ -112,13 +121,14 @@ def rollout(
     caps = [max_turns or getattr(e, "max_turns", None) for e in envs]
     if None in caps:
         raise ValueError("this environment has no turn budget of its own: pass max_turns")
+    action_ends = [(tuple(getattr(e, "action_stop", ())), getattr(e, "max_action_tokens", None)) for e in envs]
     observations = [e.reset(s) for e, s in zip(envs, seeds, strict=True)]
     turns: list[list[Turn]] = [[] for _ in seeds]
     totals = [0.0] * len(seeds)
     results: list[Episode | None] = [None] * len(seeds)
     live = list(range(len(seeds)))
     while live:
-        prompts = [Prompt(observations[i], seeds[i], len(turns[i]) + 1, i) for i in live]
+        prompts = [Prompt(observations[i], seeds[i], len(turns[i]) + 1, i, *action_ends[i]) for i in live]
         actions = list(policy(list(prompts)))
         if len(actions) != len(live):
             raise ValueError(f"the policy returned {len(actions)} actions for {len(live)} prompts")
@@ -186,8 +196,16 @@ def llm_policy(llm: PerRequestLLM, sampling: SamplingParams, seed: int = 0) -> P
 
 
 def turn_request(prompt: Prompt, sampling: SamplingParams, seed: int) -> tuple[list[dict[str, str]], SamplingParams]:
-    """One turn as a `generate_each` item: the prompt as the user message, sampled from its episode's seed."""
-    return [{"role": "user", "content": str(prompt)}], replace(sampling, seed=episode_seed(seed, prompt))
+    """One turn as a `generate_each` item: the prompt as the user message, sampled from its episode's seed,
+    ending where the environment's action ends and within its token cap (and `sampling`'s)."""
+    cap = sampling.max_new_tokens if prompt.max_tokens is None else min(sampling.max_new_tokens, prompt.max_tokens)
+    turn = replace(
+        sampling,
+        seed=episode_seed(seed, prompt),
+        max_new_tokens=cap,
+        stop=tuple(dict.fromkeys(sampling.stop + prompt.stop)),
+    )
+    return [{"role": "user", "content": str(prompt)}], turn
 
 
 def _as_prompt(text: str) -> Prompt:
