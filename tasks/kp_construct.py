@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from coevo.extras import require
 from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName, Task
 from tasks.checks import returned_index
 from tasks.generators import uniform_stream
@@ -115,7 +116,7 @@ class KPConstruct(Task):
         return -float(values[items].sum())
 
     def reference_objective(self, instance: Instance) -> float:
-        from ortools.algorithms.python import knapsack_solver  # native solver: offline reference script only
+        knapsack_solver = require("ortools.algorithms.python.knapsack_solver", "references", "the knapsack reference")
 
         solver = knapsack_solver.KnapsackSolver(
             knapsack_solver.SolverType.KNAPSACK_MULTIDIMENSION_BRANCH_AND_BOUND_SOLVER, "kp_reference"

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from coevo.extras import require
 from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName, Task
 from tasks.checks import returned_index
 from tasks.generators import uniform_stream
@@ -104,7 +105,7 @@ class TSPConstruct(Task):
         return tour_length(coords, tour)
 
     def reference_objective(self, instance: Instance) -> float:
-        import elkai  # native LKH binding: only the offline reference script needs it
+        elkai = require("elkai", "references", "the TSP reference (LKH-3)")
 
         coords = instance["coords"]
         scaled = {str(city): tuple(map(float, point * LKH_COORDINATE_SCALE)) for city, point in enumerate(coords)}

@@ -5,16 +5,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Sequence
 
-import dspy
 import pytest
-from dspy import lm15
-from dspy.utils.exceptions import LMUnexpectedError
-from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
-from coevo.es.perturbation import Perturbation
-from coevo.llm.base import Completion, Message, SamplingParams
-from coevo.llm.dspy_lm import CoevoLM, WeightsMismatchError, to_sampling
-from coevo.llm.hf import HFBackend
+dspy = pytest.importorskip("dspy", reason="the dspy extra is not installed")
+from dspy import lm15  # noqa: E402
+from dspy.utils.exceptions import LMUnexpectedError  # noqa: E402
+from tiny_lm import build_tiny_llama, build_tiny_tokenizer  # noqa: E402
+
+from coevo.es.perturbation import Perturbation  # noqa: E402
+from coevo.llm.base import Completion, Message, SamplingParams  # noqa: E402
+from coevo.llm.dspy_lm import CoevoLM, WeightsMismatchError, to_sampling  # noqa: E402
+from coevo.llm.hf import HFBackend  # noqa: E402
 
 
 class ScriptedLLM:

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -27,9 +28,11 @@ from coevo.es.history import HISTORY_FILENAME, ESHistory, UpdateRecord, replay
 from coevo.es.noise import NOISE_VERSION
 from coevo.es.perturbation import Update
 from coevo.llm.base import LLM, SamplingParams
+from coevo.llm.chat_api import MAX_CHOICES, parse_chat_request
 from coevo.llm.hf import HFBackend
 from coevo.llm.openai_compat import LLMServerError, OpenAICompatLLM
-from coevo.llm.serve import ChatServer, load_run_weights, make_server, parse_chat_request, register
+from coevo.llm.seeds import request_seed
+from coevo.llm.serve import ChatServer, load_run_weights, make_server, register
 
 pytestmark = pytest.mark.timeout(300)  # nothing may hang: a stuck retry loop fails the test
 
@@ -236,7 +239,9 @@ def test_nothing_listening_is_a_connection_error_not_a_hang() -> None:
 
 def test_server_rejects_bad_requests_with_a_reason(server: ChatServer, backend: HFBackend) -> None:
     cases = [
-        ({"model": backend.name, "messages": CAT, "stream": True}, "streaming"),
+        ({"model": backend.name, "messages": CAT, "n": 0}, "'n'"),
+        ({"model": backend.name, "messages": CAT, "n": MAX_CHOICES + 1}, "'n'"),
+        ({"model": backend.name, "messages": CAT, "stream_options": {"include_usage": True}}, "stream_options"),
         ({"model": backend.name, "messages": []}, "messages"),
         ({"model": backend.name, "messages": [{"role": "robot", "content": "x"}]}, "role"),
         ({"model": backend.name, "messages": CAT, "temperature": -1}, "temperature"),
@@ -325,10 +330,10 @@ def test_serve_entry_point_answers_until_terminated(model_dir: Path) -> None:
 def test_max_tokens_cap_bounds_every_answer_and_fills_in_a_missing_limit(backend: HFBackend) -> None:
     """LLM4AD's OpenAIAPI sends no max_tokens; OpenEvolve may ask for more than the comparison allows."""
     base = {"model": backend.name, "messages": CAT}
-    assert parse_chat_request(base, max_tokens_cap=384)[2].max_new_tokens == 384
-    assert parse_chat_request({**base, "max_tokens": 4096}, max_tokens_cap=384)[2].max_new_tokens == 384
-    assert parse_chat_request({**base, "max_tokens": 10}, max_tokens_cap=384)[2].max_new_tokens == 10
-    assert parse_chat_request(base)[2].max_new_tokens == SamplingParams().max_new_tokens
+    assert parse_chat_request(base, max_tokens_cap=384).sampling.max_new_tokens == 384
+    assert parse_chat_request({**base, "max_tokens": 4096}, max_tokens_cap=384).sampling.max_new_tokens == 384
+    assert parse_chat_request({**base, "max_tokens": 10}, max_tokens_cap=384).sampling.max_new_tokens == 10
+    assert parse_chat_request(base).sampling.max_new_tokens == SamplingParams().max_new_tokens
 
 
 def test_real_openai_client_bodies_are_served_and_counted_in_the_ledger(backend: HFBackend) -> None:
@@ -364,3 +369,80 @@ def test_the_transcript_holds_every_answer_as_the_client_got_it(backend: HFBacke
         assert line["answer"] == reply["choices"][0]["message"]["content"]
         assert line["finish_reason"] == reply["choices"][0]["finish_reason"]
         assert line["completion_tokens"] == reply["usage"]["completion_tokens"] <= 3
+
+
+def _openai_client(server: ChatServer):  # type: ignore[no-untyped-def]
+    import openai
+
+    return openai.OpenAI(base_url=server.url, api_key="unused", timeout=60, max_retries=0)
+
+
+def test_the_openai_client_streams_the_answer_it_would_get_whole(server: ChatServer, backend: HFBackend) -> None:
+    client = _openai_client(server)
+    asked = {"model": backend.name, "messages": COUNT, "max_tokens": 6, "temperature": 1.0, "seed": 11}
+    whole = client.chat.completions.create(**asked)
+    chunks = list(client.chat.completions.create(**asked, stream=True, stream_options={"include_usage": True}))
+
+    assert {chunk.object for chunk in chunks} == {"chat.completion.chunk"}
+    *answer, last = chunks
+    assert "".join(c.choices[0].delta.content or "" for c in answer) == whole.choices[0].message.content
+    finishes = [c.choices[0].finish_reason for c in answer if c.choices[0].finish_reason]
+    assert finishes == [whole.choices[0].finish_reason]
+    assert answer[0].choices[0].delta.role == "assistant" and all(c.usage is None for c in answer)
+    assert last.choices == [] and last.usage == whole.usage
+    assert len({c.id for c in chunks}) == 1 and chunks[0].system_fingerprint == backend.weights_id
+
+    plain = list(client.chat.completions.create(**asked, stream=True))
+    assert all(chunk.usage is None and chunk.choices for chunk in plain)
+
+
+def test_a_stream_is_server_sent_events_ending_in_done(server: ChatServer, backend: HFBackend) -> None:
+    body = {"model": backend.name, "messages": CAT, "max_tokens": 3, "stream": True}
+    with httpx.stream("POST", f"{server.url}/chat/completions", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = [line for line in response.iter_lines() if line]
+    assert all(line.startswith("data: ") for line in events)
+    assert events[-1] == "data: [DONE]"
+    assert [json.loads(line[len("data: ") :])["object"] for line in events[:-1]] == ["chat.completion.chunk"] * 2
+
+
+def test_n_choices_are_one_batch_each_on_its_own_seed(
+    server: ChatServer, backend: HFBackend, batch_sizes: list[int]
+) -> None:
+    client = _openai_client(server)
+    before = httpx.get(f"{server.url}/ledger", timeout=30).json()
+    reply = client.chat.completions.create(model=backend.name, messages=CAT, max_tokens=6, temperature=1.0, seed=7, n=3)
+    after = httpx.get(f"{server.url}/ledger", timeout=30).json()
+    single = client.chat.completions.create(model=backend.name, messages=CAT, max_tokens=6, temperature=1.0, seed=7)
+
+    assert [choice.index for choice in reply.choices] == [0, 1, 2]
+    assert batch_sizes[0] == 3  # the three choices shared one forward pass
+    texts = [choice.message.content for choice in reply.choices]
+    assert texts[0] == single.choices[0].message.content  # n=1 is the first of n
+    sampling = SamplingParams(max_new_tokens=6, temperature=1.0, seed=7)
+    seeds = [7, request_seed(7, 1), request_seed(7, 2)]
+    expected = backend.generate_each([(CAT, replace(sampling, seed=seed)) for seed in seeds])
+    assert texts == [c.text for c in expected]
+    assert len(set(texts)) > 1  # each choice samples its own stream
+    assert reply.usage.prompt_tokens == single.usage.prompt_tokens
+    assert reply.usage.completion_tokens == sum(c.completion_tokens for c in expected)
+    assert after["requests"] - before["requests"] == 3
+
+
+def test_n_choices_stream_by_index(server: ChatServer, backend: HFBackend) -> None:
+    client = _openai_client(server)
+    asked = {"model": backend.name, "messages": COUNT, "max_tokens": 5, "temperature": 1.0, "seed": 3, "n": 2}
+    whole = client.chat.completions.create(**asked)
+    streamed = {0: "", 1: ""}
+    for chunk in client.chat.completions.create(**asked, stream=True):
+        for choice in chunk.choices:
+            streamed[choice.index] += choice.delta.content or ""
+    assert streamed == {c.index: c.message.content for c in whole.choices}
+
+
+def test_serving_imports_nothing_above_the_llm_layer() -> None:
+    """Issue 30: `coevo.llm.serve` must not reach up into the operators for its ledger."""
+    code = "import sys, coevo.llm.serve; print(sorted(m for m in sys.modules if m.startswith('coevo.operators')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"

@@ -7,9 +7,7 @@ import json
 import threading
 from collections.abc import Sequence
 
-import dspy
 import pytest
-from dspy.utils import DummyLM
 
 from coevo.llm.base import Completion, Message, SamplingParams
 from coevo.operators import (
@@ -27,7 +25,6 @@ from coevo.operators import (
     code_fingerprint,
     default_templates,
 )
-from coevo.operators.dspy_rewriter import InstructionRewriter, rewrite_component
 from tasks import get_task
 
 GOOD_ANSWER = """{Go to the nearest unvisited node, nudged towards the destination.}
@@ -297,6 +294,11 @@ def test_duplicate_filter_admits_each_logic_once() -> None:
 
 
 def test_dspy_rewriter_runs_with_a_dummy_lm() -> None:
+    dspy = pytest.importorskip("dspy", reason="the dspy extra is not installed")
+    from dspy.utils import DummyLM
+
+    from coevo.operators.dspy_rewriter import InstructionRewriter, rewrite_component
+
     new_text = "Describe the idea inside braces, then implement `$signature`."
     lm = DummyLM([{"new_instruction": new_text}, {"new_instruction": "Write the code."}])
     with dspy.context(lm=lm):

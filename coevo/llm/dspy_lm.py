@@ -1,4 +1,4 @@
-"""Run DSPy programs on any coevo `LLM`, including an in-process model whose weights ES perturbs.
+"""Run DSPy programs on any coevo `LLM`, including an in-process model whose weights ES perturbs (extra `dspy`).
 
 DSPy 3.4 deprecates `BaseLM.forward` subclasses (removed in 3.5) in favour of an engine with
 `complete(Request) -> Response` handed to `dspy.LM`, so `CoevoLM` is a `dspy.LM` driven by
@@ -13,10 +13,11 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import dspy
-from dspy import lm15
-
+from coevo.extras import require
 from coevo.llm.base import LLM, Completion, Message, SamplingParams
+
+dspy = require("dspy", "dspy", "coevo.llm.dspy_lm")
+lm15 = dspy.lm15
 
 _PROVIDER = "coevo"
 _UNSUPPORTED_CONFIG = ("response_format", "tool_choice", "reasoning")

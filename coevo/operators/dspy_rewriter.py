@@ -1,4 +1,5 @@
-"""The prompt-component rewriter as a DSPy program, so DSPy optimisers and any `dspy.LM` can drive it.
+"""The prompt-component rewriter as a DSPy program, so DSPy optimisers and any `dspy.LM` can drive it
+(extra `dspy`).
 
 Same job as `reflection.ComponentRewriter`, expressed as a Signature (the spec) and a Module (the
 strategy); which LM runs it is DSPy's configuration (`dspy.context(lm=...)`), e.g. the coevo backend
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import dspy
-
+from coevo.extras import require
 from coevo.operators.templates import placeholder_problem
+
+dspy = require("dspy", "dspy", "coevo.operators.dspy_rewriter")
 
 
 class RewriteInstruction(dspy.Signature):
