@@ -99,7 +99,7 @@ def _run_table(store: RunStore, config: dict[str, Any], state: dict[str, Any]) -
         ("model", config["model"]),
         ("budget (evaluations)", str(config["budget"])),
         ("seed", str(config["seed"])),
-        ("status", store.meta("status")),
+        ("status", store.status()),
         ("evaluations", str(state.get("evaluations", 0))),
         ("LLM calls", str(totals["calls"])),
         ("LLM tokens (prompt / completion)", f"{totals['prompt_tokens']} / {totals['completion_tokens']}"),

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import html
 import json
+import socket
 import sqlite3
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from scripted_llm import HEURISTIC, ScriptedLLM
 
 import coevo
 from coevo.candidate import Candidate
 from coevo.cli import main
+from coevo.llm.openai_compat import OpenAICompatLLM
+from coevo.run.config import load_config
 from coevo.run.store import RunStore
 
 CONFIG = """
@@ -40,6 +46,13 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err.strip()
     assert err.startswith("coevo: error: ") and "\n" not in err, err
     return err
+
+
+def error_after_progress(capsys: pytest.CaptureFixture[str]) -> str:
+    """The one-line error that ends a run's output on stderr, after its progress bar."""
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines and lines[-1].startswith("coevo: error: ") and "Traceback" not in "".join(lines), lines
+    return lines[-1]
 
 
 @pytest.mark.parametrize(
@@ -180,3 +193,113 @@ def test_a_damaged_run_database_is_one_line_naming_the_file(
         assert main([*command, str(run_dir)]) == 2, command
         err = one_line_error(capsys)
         assert str(run_dir / "run.sqlite") in err and f"missing table {missing}" in err, err
+
+
+INTERRUPTS: list[int] = []
+"""The call at which the next `build_interrupted` LLM presses Ctrl-C (one entry per LLM built)."""
+
+
+class InterruptedLLM(ScriptedLLM):
+    """The scripted LLM with Ctrl-C pressed during one of its calls."""
+
+    def __init__(self, max_batch_size: int) -> None:
+        super().__init__(max_batch_size)
+        self.calls = 0
+        self.stop_at = INTERRUPTS.pop() if INTERRUPTS else None
+
+    def generate(self, requests, sampling):
+        self.calls += 1
+        if self.calls == self.stop_at:
+            raise KeyboardInterrupt
+        return super().generate(requests, sampling)
+
+
+def build_interrupted(config) -> InterruptedLLM:
+    return InterruptedLLM(config.llm.max_batch_size)
+
+
+def test_ctrl_c_says_how_to_resume_and_the_run_shows_as_interrupted(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    INTERRUPTS.append(3)
+    assert main(["run", str(config), "--run-dir", str(run_dir), "--set", "model=test_run_cli:build_interrupted"]) == 130
+    assert f"coevo: interrupted; `coevo resume {run_dir}` continues the run" in capsys.readouterr().err
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["status"] == "interrupted" and 0 < facts["evaluations"] < 18
+    assert main(["runs", "show", str(run_dir)]) == 0
+    assert f"{run_dir}: interrupted, coevo on tsp_construct" in capsys.readouterr().out
+    assert main(["resume", str(run_dir)]) == 0
+    capsys.readouterr()
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["status"], facts["evaluations"]) == ("finished", 18)
+
+
+class _ChatServer(ThreadingHTTPServer):
+    """An OpenAI-compatible endpoint that answers every chat completion with one fixed heuristic."""
+
+    def __init__(self, port: int) -> None:
+        text = HEURISTIC.format(coefficient="0.25")
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.dumps(
+                    {
+                        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 40},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", port), Handler)
+
+
+def test_an_llm_server_that_does_not_answer_is_one_line_and_a_kept_run_resumes_once_it_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(OpenAICompatLLM, "_delay", lambda self, attempt, retry_after: 0.0)  # retry at once
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = tmp_path / "served.toml"
+    path.write_text(
+        CONFIG.replace('method = "coevo"', 'method = "sample"').replace("budget = 18", "budget = 4\nsample_batch = 2")
+        + f'[llm]\napi_base = "http://127.0.0.1:{port}/v1"\n'
+    )
+    run_dir = tmp_path / "runs" / "served"
+    assert main(["run", str(path), "--run-dir", str(run_dir)]) == 2
+    err = error_after_progress(capsys)
+    assert f"127.0.0.1:{port}" in err and "no run was started" in err
+    assert not (tmp_path / "runs").exists(), "a run that never started leaves no directory"
+
+    # a run whose server went away after it was created (as older versions left one) is kept
+    store = RunStore.create(run_dir, load_config(path).model_dump(mode="json"))
+    store.close()
+    assert main(["resume", str(run_dir)]) == 2
+    err = error_after_progress(capsys)
+    assert f"127.0.0.1:{port}" in err and f"`coevo resume {run_dir}` continues the run" in err
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "interrupted"
+
+    server = _ChatServer(port)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert main(["resume", str(run_dir)]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    capsys.readouterr()
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["status"], facts["evaluations"], facts["llm_calls"]) == ("finished", 4, 3)  # and the seed

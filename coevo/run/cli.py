@@ -7,6 +7,9 @@ model load, and end in one line and exit 2 (raised as `UsageProblem` for `coevo.
 from __future__ import annotations
 
 import json
+import shutil
+import signal
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -39,6 +42,7 @@ def register(app: typer.Typer, fail) -> None:
         address: AddressOption = None,
     ) -> None:
         """Run a method on a task until the evaluation budget is spent, then validate and report."""
+        from coevo.llm.openai_compat import LLMServerError
         from coevo.run.config import ConfigError, load_config
         from coevo.run.session import default_run_dir, start_run
         from coevo.run.store import StoreError
@@ -48,10 +52,21 @@ def register(app: typer.Typer, fail) -> None:
             target = run_dir or default_run_dir(config)
             if (target / "run.sqlite").exists():
                 fail(f"{target} already holds a run; use `coevo resume {target}` or another --run-dir")
-            runner = start_run(config, target, executor=executor, address=address)
+            made = _Made(target)
+            try:
+                runner = start_run(config, target, executor=executor, address=address)
+            except BaseException:
+                made.remove()
+                raise
         except (ConfigError, StoreError) as exc:
             fail(str(exc))
-        _drive(runner)
+        try:
+            _drive(runner)
+        except LLMServerError as exc:
+            if not _answered(target):  # the server never answered: nothing worth keeping
+                made.remove()
+                fail(f"{exc}; no run was started")
+            fail(f"{exc}; {_to_resume(target)} once the server answers")
 
     @app.command("resume")
     def resume(
@@ -60,6 +75,7 @@ def register(app: typer.Typer, fail) -> None:
         address: AddressOption = None,
     ) -> None:
         """Continue an interrupted run exactly where its last committed step left it."""
+        from coevo.llm.openai_compat import LLMServerError
         from coevo.run.config import ConfigError
         from coevo.run.session import resume_run
         from coevo.run.store import StoreError
@@ -68,7 +84,10 @@ def register(app: typer.Typer, fail) -> None:
             runner = resume_run(run_dir, executor=executor, address=address)
         except (ConfigError, StoreError) as exc:
             fail(str(exc))
-        _drive(runner)
+        try:
+            _drive(runner)
+        except LLMServerError as exc:
+            fail(f"{exc}; {_to_resume(run_dir)} once the server answers")
 
     @app.command("report")
     def report(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")]) -> None:
@@ -126,8 +145,64 @@ def register(app: typer.Typer, fail) -> None:
             fail(str(exc))
 
 
+class _Made:
+    """What creating a run directory adds to the file system, so a run that never starts can take it back."""
+
+    def __init__(self, run_dir: Path) -> None:
+        missing = [path for path in (run_dir, *run_dir.parents) if not path.exists()]
+        self.top = missing[-1] if missing else None
+        """The outermost directory that did not exist (removed whole); None: the run directory existed."""
+        self.run_dir = run_dir
+        self.before = set() if self.top is not None else set(run_dir.iterdir())
+
+    def remove(self) -> None:
+        if self.top is not None:
+            shutil.rmtree(self.top, ignore_errors=True)
+            return
+        for path in set(self.run_dir.iterdir()) - self.before:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _answered(run_dir: Path) -> bool:
+    """Whether the run holds an LLM call: a run whose server never answered has nothing worth keeping."""
+    from coevo.run.store import RunStore
+
+    store = RunStore.open(run_dir)
+    try:
+        return store.llm_totals()["calls"] > 0
+    finally:
+        store.close()
+
+
+def _to_resume(run_dir: Path) -> str:
+    return f"`coevo resume {run_dir}` continues the run from its last committed step"
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the run stops after its last committed step."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def _drive(runner) -> None:
-    """Run with a progress bar, then validate the best heuristic, write the report, and summarise."""
+    """Run with a progress bar, then validate the best heuristic, write the report, and summarise.
+    Ctrl-C or SIGTERM ends it with the command that continues it (exit 130, or 143 for SIGTERM)."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        _drive_until_done(runner)
+    except KeyboardInterrupt as stop:
+        print(f"coevo: interrupted; {_to_resume(runner.run_dir)}", file=sys.stderr)
+        raise typer.Exit(143 if isinstance(stop, _Terminated) else 130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _drive_until_done(runner) -> None:
     from coevo.report import write_report
 
     console = Console(stderr=True)

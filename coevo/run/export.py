@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from coevo.run.store import RunStore
+from tasks import task_class
 
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 DEFAULT_DIR = Path("skills")
@@ -37,7 +38,7 @@ def export_best(run_dir: Path, name: str | None = None, directory: Path | None =
         raise ExportError(f"export name must be letters, digits and underscores, got {name!r}")
     provenance = {
         "run_dir": str(Path(run_dir).resolve()),
-        "status": store.meta("status"),
+        "status": store.status(),
         "method": config["method"],
         "task": config["task"],
         "model": config["model"],
@@ -56,7 +57,7 @@ def export_best(run_dir: Path, name: str | None = None, directory: Path | None =
     header = "\n".join(f"# {line}" for line in json.dumps(provenance, indent=1).splitlines())
     target_dir = directory or DEFAULT_DIR
     target_dir.mkdir(parents=True, exist_ok=True)
-    path = target_dir / f"{config['task']}__{name}.py"
+    path = target_dir / f"{task_class(config['task']).name}__{name}.py"
     path.write_text(
         f"# coevo provenance (exported from a run):\n{header}\n\n{best['code'].strip()}\n", encoding="utf-8"
     )

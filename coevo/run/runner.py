@@ -122,12 +122,17 @@ class Runner:
     def run(self) -> Candidate | None:
         """Run steps until the budget is spent; returns the best candidate."""
         stalled = 0
-        while not self.finished:
-            used = self.evaluations
-            self.run_step()
-            stalled = stalled + 1 if self.evaluations == used else 0
-            if stalled > 2 * len(self.method.phases) + 1:
-                raise RuntimeError(f"{self.config.method} made no evaluation in {stalled} steps; stopping")
+        self.store.mark_running()
+        try:
+            while not self.finished:
+                used = self.evaluations
+                self.run_step()
+                stalled = stalled + 1 if self.evaluations == used else 0
+                if stalled > 2 * len(self.method.phases) + 1:
+                    raise RuntimeError(f"{self.config.method} made no evaluation in {stalled} steps; stopping")
+        except BaseException:
+            self.store.mark_interrupted()
+            raise
         self.store.set_meta("status", "finished")
         return self.best
 
@@ -469,7 +474,7 @@ def summary(store: RunStore) -> dict[str, Any]:
     config = store.config
     state = store.last_state() or {}
     return {
-        "status": store.meta("status"),
+        "status": store.status(),
         "method": config["method"],
         "task": config["task"],
         "evaluations": state.get("evaluations", 0),

@@ -10,6 +10,8 @@ store at the end of its last whole step and `resume` repeats the interrupted ste
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -76,6 +78,7 @@ class RunStore:
                 "INSERT INTO meta VALUES (?, ?)",
                 [("config", json.dumps(config)), ("status", "running"), ("created_at", str(time.time()))],
             )
+        store.mark_running()
         return store
 
     @classmethod
@@ -139,6 +142,32 @@ class RunStore:
             held_out = validation["best"]
             figures = {validation["split"]: {"objective": held_out["objective"], "gap_pct": held_out["gap_pct"]}} | figures
         return {"key": answer.key, "chosen_on": chosen_on, "figures": figures, "code": answer.code}
+
+    def mark_running(self) -> None:
+        """Status `running`, owned by this process: `status()` calls the run interrupted once it is gone."""
+        with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                [("status", "running"), ("process", json.dumps(_this_process()))],
+            )
+
+    def mark_interrupted(self) -> None:
+        """A running run whose process stops before it finishes (Ctrl-C, SIGTERM, an error) is
+        `interrupted`; a status set on purpose (finished, pruned) stays."""
+        with self._db:
+            self._db.execute("UPDATE meta SET value = 'interrupted' WHERE key = 'status' AND value = 'running'")
+
+    def status(self) -> str:
+        """The stored status, except that a `running` run whose process is gone (killed, machine
+        restarted) is `interrupted`; a run owned by another host is taken at its word."""
+        status = self.meta("status")
+        try:
+            owner = json.loads(self.meta("process"))
+        except KeyError:  # a store from before processes were recorded
+            return status
+        if status == "running" and owner["host"] == socket.gethostname() and not _is_alive(owner):
+            return "interrupted"
+        return status
 
     def set_meta(self, key: str, value: str) -> None:
         with self._db:
@@ -316,6 +345,30 @@ class StoreHistory:
 
     def load(self) -> list[UpdateRecord]:
         return self.store.es_records()
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When process `pid` started (Linux: clock ticks since boot), so a reused pid is not taken for the
+    run's; None where /proc does not say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _this_process() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _start_ticks(os.getpid())}
+
+
+def _is_alive(owner: dict[str, Any]) -> bool:
+    try:
+        os.kill(owner["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process holds the pid: it exists
+        pass
+    return owner["started"] is None or _start_ticks(owner["pid"]) == owner["started"]
 
 
 def _columns(db: sqlite3.Connection) -> dict[str, list[str]]:
