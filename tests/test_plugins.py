@@ -133,3 +133,56 @@ def test_workload_settings_take_an_env_spec_and_refuse_a_class_without_step(tmp_
     assert settings.env == f"{tmp_path / 'count.py'}:CountTo" and settings.agent_horizon == 1
     with pytest.raises(UnknownEnvError, match="Half has no step method"):
         env_class("half.py:Half")
+
+
+PLUGIN_RUN = """
+method = "{method}"
+task = "{task}"
+model = "scripted_llm:build"
+budget = 10
+seed = 1
+population_size = 4
+[eval]
+limit = 3
+[es]
+sigma = 0.05
+alpha = 0.05
+"""
+
+
+MY_TSP = (
+    "from tasks.tsp_construct import TSPConstruct\n\n\nclass MyTSP(TSPConstruct):\n    name = 'my_tsp'\n\n"
+    "    def seed_code(self):\n        return TSPConstruct().seed_code()\n"
+)
+
+
+@pytest.mark.parametrize("method", ["coevo", "eoh", "sample"])
+def test_every_run_command_works_on_a_task_from_a_file(capsys, tmp_path, monkeypatch, method):
+    problem = write(tmp_path, "my_tsp.py", MY_TSP)
+    config = tmp_path / "run.toml"
+    config.write_text(PLUGIN_RUN.format(method=method, task="my_tsp.py:MyTSP"))
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "run"
+    assert run_cli(capsys, "run", str(config), "--run-dir", str(run_dir))[0] == 0
+    monkeypatch.chdir(problem.parent.parent)  # resume, report and export find the file from anywhere
+    code, out, _ = run_cli(capsys, "runs", "show", str(run_dir), "--json")
+    assert code == 0 and json.loads(out)["task"] == f"{problem}:MyTSP"
+    assert run_cli(capsys, "report", str(run_dir))[0] == 0 and (run_dir / "report.html").is_file()
+    code, out, err = run_cli(capsys, "runs", "export", str(run_dir), "--out", str(tmp_path / "lib"), "--name", "best")
+    assert code == 0, err
+    assert Path(out.strip()) == tmp_path / "lib" / "my_tsp__best.py"
+    assert run_cli(capsys, "resume", str(run_dir))[0] == 0
+
+
+def test_tune_runs_trials_on_a_task_from_a_file(capsys, tmp_path, monkeypatch):
+    write(tmp_path, "my_tsp.py", MY_TSP)
+    config = tmp_path / "tune.toml"
+    config.write_text(
+        PLUGIN_RUN.format(method="coevo", task="my_tsp.py:MyTSP") + "[tune]\nsigma = {low = 1e-3, high = 1e-1, log = true}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "tune", str(config), "--trials", "2", "--dir", str(tmp_path / "study"), "--pruner", "none")
+    assert code == 0, err
+    trials = sorted((tmp_path / "study" / "trials").iterdir())
+    assert len(trials) == 2 and all((trial / "run.sqlite").is_file() for trial in trials)
+    assert "my_tsp" in (tmp_path / "study" / "best.toml").read_text()

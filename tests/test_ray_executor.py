@@ -401,3 +401,23 @@ def test_eoh_heuristics_are_scored_on_both_nodes_and_never_by_the_drivers_sandbo
     assert len({node for node, _, _ in views}) == 2 and os.getpid() not in {pid for _, pid, _ in views}
     assert not any(model for _, _, model in views), "a worker that only scores loaded the model"
     assert min(executor.finished) > 0 and sum(executor.finished) > 2, "ray.wait fed one worker only"
+
+
+@needs_ray
+@pytest.mark.slow
+def test_plugins_from_files_run_through_ray_as_they_run_locally(cluster: str, tmp_path: Path):
+    """Workers import the user's files by the config's absolute spec: an environment under es, a task under eoh."""
+    from test_plugins import COUNTER_ENV, MY_TSP
+
+    (tmp_path / "count.py").write_text(COUNTER_ENV)
+    (tmp_path / "my_tsp.py").write_text(MY_TSP)
+    agent = CONFIG.format(budget=8).replace('env = "gridnav"\nhorizon = 2', f'env = "{tmp_path / "count.py"}:CountTo"')
+    ahd = write_config(tmp_path, 14, "eoh").read_text().replace('"tsp_construct"', f'"{tmp_path / "my_tsp.py"}:MyTSP"')
+    for name, text in (("agent", agent), ("ahd", ahd)):
+        config = tmp_path / f"plugin-{name}.toml"
+        config.write_text(text)
+        local = coevo("run", str(config), "--run-dir", str(tmp_path / f"local-{name}"))
+        assert local.returncode == 0, local.stderr
+        remote = ray_run("run", str(config), "--run-dir", str(tmp_path / f"ray-{name}"), address=cluster)
+        assert remote.returncode == 0, remote.stderr
+        assert_ends_as(tmp_path / f"ray-{name}", outcome(tmp_path / f"local-{name}"))
