@@ -15,6 +15,7 @@ from coevo.llm.models import register as register_models
 from coevo.llm.serve import register as register_serve
 from coevo.run.cli import register as register_runner
 from coevo.skills.cli import register as register_skills
+from coevo.threads import configure_threads
 from coevo.tune.cli import register as register_tune
 
 app = typer.Typer(
@@ -263,6 +264,7 @@ def tasks_baselines(
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turns usage mistakes (ours and click's) into one line on stderr and exit 2."""
+    configure_threads()  # before any torch work: a busy machine's cores are not fought over
     try:
         exit_code = app(args=argv, standalone_mode=False)  # an int when a command raised typer.Exit
     except UsageProblem as exc:

@@ -41,6 +41,7 @@ from coevo.llm.batcher import DynamicBatcher
 from coevo.llm.chat_api import BadRequest, chat_completion_body, chat_completion_chunks, parse_chat_request, sse_event
 from coevo.llm.embedded import DEFAULT_MODEL, ModelNotFoundError
 from coevo.llm.ledger import BudgetLedger
+from coevo.threads import configure_threads
 
 if TYPE_CHECKING:  # torch is heavy: imported only when a model is actually served
     from coevo.llm.hf import HFBackend
@@ -233,10 +234,14 @@ def serve(
     api_key: str | None = None,
     max_tokens_cap: int | None = None,
     transcript: Path | None = None,
+    threads: int | None = None,
 ) -> None:
-    """Load the model (with a run's weights at ES step `step`, if given) and serve until interrupted."""
+    """Load the model (with a run's weights at ES step `step`, if given) and serve until interrupted.
+
+    `threads` sets torch's thread count; by default `coevo.threads` picks it from the machine's load."""
     if (run_dir is None) != (step is None):
         raise ValueError("--run-dir and --step go together: the weights of a run are those after step K")
+    configure_threads(threads)
     from coevo.llm.hf import HFBackend
 
     backend = HFBackend.load(model)
@@ -296,10 +301,13 @@ def register(app: typer.Typer) -> None:
         transcript: Annotated[
             Path | None, typer.Option(help="Append every answered request (messages, answer, tokens) to this file.")
         ] = None,
+        threads: Annotated[
+            int | None, typer.Option(min=1, help="Torch threads (default: the cores the machine's load leaves idle).")
+        ] = None,
     ) -> None:
         """Serve a model over an OpenAI-compatible API (/v1/chat/completions, /v1/models)."""
         try:
-            serve(model, host, port, run_dir, step, api_key, max_tokens_cap, transcript)
+            serve(model, host, port, run_dir, step, api_key, max_tokens_cap, transcript, threads)
         except (ValueError, ModelNotFoundError, OSError) as exc:
             print(f"coevo: error: {exc}", file=sys.stderr)
             raise typer.Exit(2) from None
