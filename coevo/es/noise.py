@@ -11,12 +11,11 @@ a cubic x * (a + b x^2) whose two constants make the variance 1 and the kurtosis
 moments up to the fourth; support |eps| < 4.07). All arithmetic is integer or plain fp32 without
 fused multiply-add, so results are bit-identical on every run and machine.
 
-The kernels are C (`_noise_kernels.c`, built with the package): a JIT runtime would cost every
-perturbing process ~100 MiB of resident memory. They fuse generation with the memory pass that uses
-the noise (perturb, accumulate), so the noise is never materialised: filling and adding 135M elements
-takes ~0.07 s on one core with AVX-512 (~0.4 s with AVX2 only) against ~0.6-1.8 s for torch.randn. A pass
-over many tensors is cut into equal parts by flat offset, one per thread, which by construction gives
-the same bits as one pass.
+The kernels are C (`_noise_kernels.c`, built with the package), not JIT-compiled, so no perturbing
+process carries a JIT runtime in its resident memory. They fuse generation with the memory pass that
+uses the noise (perturb, accumulate), so the noise is never materialised (timings against torch.randn:
+experiments/bench/RESULTS.md). A pass over many tensors is cut into equal parts by flat offset, one per
+thread, which by construction gives the same bits as one pass.
 """
 
 from __future__ import annotations
@@ -38,8 +37,8 @@ except ImportError as error:  # a source checkout that was never built
 
 NOISE_VERSION = "splitmix64-irwinhall4-cubic-v1"
 
-# Below this many elements in all a pass runs on the calling thread: one thread fills ~1e9 elements/s,
-# so smaller passes finish before extra threads would have started.
+# Below this many elements in all a pass runs on the calling thread: one thread fills a smaller pass
+# before extra threads would have started (the fill rate is in experiments/bench/RESULTS.md).
 PARALLEL_MIN_SIZE = 1 << 23
 
 _threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
