@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from test_operators import FakeLLM, ToyTask
 
@@ -72,3 +74,11 @@ def test_tune_needs_a_parent_with_parameters() -> None:
     bare = Parent("hash-b", "Nearest.", "def select_next_node(c, d, u, m):\n    return min(u)", 7.0)
     with pytest.raises(ValueError, match="non-zero float literals"):
         ops.build_prompt("tune", [bare])
+
+
+@pytest.mark.parametrize("count", [1, 2, 4, 7])
+def test_the_parse_feedback_example_has_as_many_numbers_as_it_asks_for(count: int) -> None:
+    failure = parse_values("no numbers here", count)
+    assert isinstance(failure, ParseFailure)
+    asked, example = re.fullmatch(r"expected a list of (\d+) numbers like \[(.*)\]", failure.reason).groups()
+    assert int(asked) == len(example.split(", ")) == count

@@ -67,4 +67,4 @@ def parse_values(text: str, count: int) -> list[float] | ParseFailure:
             values = [float(item) for item in items]
             if all(math.isfinite(v) for v in values):
                 return values
-    return ParseFailure(f"expected a list of {count} numbers like [{', '.join(['0.5'] * min(count, 3))}]")
+    return ParseFailure(f"expected a list of {count} numbers like [{', '.join(['0.5'] * count)}]")
