@@ -16,12 +16,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coevo.operators.templates import OPERATORS
-from coevo.run.methods import BUILT_IN, method_class
+from coevo.run.methods import METHOD_CLASSES, METHODS as METHODS_BY_NAME, method_class
 from coevo.skills.settings import SkillsSettings
-from coevo.workload import EPISODES, HEURISTICS, Capabilities
 
-METHODS = tuple(BUILT_IN)
-"""The built-in method names (`coevo.run.methods`); installed packages and specs may name more."""
+METHODS = tuple(METHODS_BY_NAME)
+"""The valid method names, as the method classes declare them."""
 
 
 class ConfigError(ValueError):
@@ -132,11 +131,6 @@ class WorkloadSettings(_Section):
         return self
 
     @property
-    def capabilities(self) -> Capabilities:
-        """What this workload's members are, as the methods ask it (`coevo.workload.Capabilities`)."""
-        return EPISODES if self.kind == "agent" else HEURISTICS
-
-    @property
     def agent_horizon(self) -> int:
         from tasks.agents import env_class
 
@@ -166,22 +160,13 @@ class RunConfig(_Section):
     coevo: CoevoSettings = CoevoSettings()
     workload: WorkloadSettings = WorkloadSettings()
     skills: SkillsSettings = SkillsSettings()
-    settings: dict[str, Any] = Field(
-        default_factory=dict, description="the method's own table, checked by the method's settings model"
-    )
 
     @field_validator("method")
     @classmethod
     def _known_method(cls, value: str) -> str:
-        """A built-in or registered name, or a file/module spec (a file's path made absolute); the
-        class is loaded here, so a broken method fails before any model loads."""
-        from coevo.plugins import PluginError, normalised
-
-        try:
-            method_class(value)
-        except PluginError as exc:
-            raise ValueError(str(exc)) from None
-        return normalised(value)
+        if value not in METHODS:
+            raise ValueError(f"unknown method {value!r}; known: {', '.join(METHODS)}")
+        return value
 
     @field_validator("task")
     @classmethod
@@ -201,26 +186,15 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _method_fits_workload(self) -> RunConfig:
-        kind, capabilities = self.workload.kind, self.workload.capabilities
-        method = method_class(self.method)
-        if not method.runs_on(capabilities):
-            fitting = [name for name in METHODS if method_class(name).runs_on(capabilities)]
+        kind = self.workload.kind
+        fitting = list(dict.fromkeys(cls.name for cls in METHOD_CLASSES if kind in cls.workloads))
+        if self.method not in fitting:
             raise ValueError(f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}")
         if kind == "ahd" and self.task is None:
             raise ValueError("config key 'task' is required")
-        if method.extra is not None and importlib.util.find_spec(method.extra[0]) is None:
-            raise ValueError(
-                f"method {self.method} needs the {method.extra[1]!r} extra: pip install 'coevo[{method.extra[1]}]'"
-            )
-        if method.settings_model is None and self.settings:
-            raise ValueError(f"method {self.method} takes no [settings] table")
-        if method.settings_model is not None:
-            try:
-                method.settings_model.model_validate(self.settings)
-            except ValidationError as exc:
-                error = exc.errors()[0]
-                where = ".".join(str(part) for part in ("settings", *error["loc"]))
-                raise ValueError(f"config key {where!r}: {error['msg']}") from None
+        extra = method_class(self).extra
+        if extra is not None and importlib.util.find_spec(extra[0]) is None:
+            raise ValueError(f"method {self.method} needs the {extra[1]!r} extra: pip install 'coevo[{extra[1]}]'")
         return self
 
     @model_validator(mode="after")
@@ -248,7 +222,7 @@ class RunConfig(_Section):
 
     @property
     def uses_weights(self) -> bool:
-        return method_class(self.method).uses_weights
+        return method_class(self).uses_weights
 
     @property
     def subject(self) -> str:
@@ -318,22 +292,8 @@ def _did_you_mean(loc: tuple[str | int, ...]) -> str:
 
 
 def load_config(path: Path, assignments: list[str] = ()) -> RunConfig:
-    """Read a TOML config and apply `--set` overrides. A task or environment named by a relative file
-    path in the file is taken from the config file's directory (one from `--set`, from the current one)."""
-    return validate(merge_overrides(plugin_paths_from(read_toml(path), path.parent), list(assignments)))
-
-
-def plugin_paths_from(raw: dict[str, Any], directory: Path) -> dict[str, Any]:
-    """`raw` with the file specs of `task` and `workload.env` made absolute from `directory`."""
-    from coevo.plugins import normalised
-
-    raw = dict(raw)
-    if isinstance(raw.get("task"), str):
-        raw["task"] = normalised(raw["task"], directory)
-    workload = raw.get("workload")
-    if isinstance(workload, dict) and isinstance(workload.get("env"), str):
-        raw["workload"] = {**workload, "env": normalised(workload["env"], directory)}
-    return raw
+    """Read a TOML config and apply `--set` overrides."""
+    return validate(merge_overrides(read_toml(path), list(assignments)))
 
 
 def read_toml(path: Path) -> dict[str, Any]:
