@@ -154,6 +154,11 @@ ALLOWED_DUNDER_METHODS: frozenset[str] = frozenset(
 """Special methods a candidate's class may define: arithmetic, comparison, containers. Hooks into
 attribute lookup, descriptors, class creation, pickling and numpy's buffer protocols are not."""
 
+CLASS_BODY_NAMES: frozenset[str] = frozenset(
+    {"__module__", "__qualname__", "__doc__", "__annotations__", "__classcell__", "__orig_bases__"}
+)
+"""Special names that Python itself puts into a class statement's namespace."""
+
 _DUNDER = re.compile(r"^__\w+__$")
 _ALLOWED_DUNDER_NAMES = frozenset({"__name__"})
 
@@ -172,6 +177,14 @@ def module_allowed(name: str) -> bool:
 def attribute_allowed(name: str) -> bool:
     """True when ``obj.name`` cannot reach private state, introspection, or a forbidden module."""
     return not (name.startswith("_") or name in INTROSPECTION_ATTRIBUTES or name in _UNREACHABLE_MODULES)
+
+
+def class_attribute_allowed(name: str) -> bool:
+    """True when a class built at run time (``type(name, bases, namespace)``, a metaclass, the
+    functional Enum API) may hold ``name``: the special names a class statement may define, no
+    other (``__instancecheck__``, ``__match_args__``, ``__array_interface__``...)."""
+    special = len(name) > 4 and name.startswith("__") and name.endswith("__")
+    return not special or name in ALLOWED_DUNDER_METHODS or name in CLASS_BODY_NAMES
 
 
 def format_fields(text: str) -> list[str]:
