@@ -14,6 +14,7 @@ import math
 import os
 import resource
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 CANDIDATE_UID_BASE = 2_000_000_000
@@ -111,6 +112,22 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     return _LIBC.mount(encode(source), encode(target), encode(fstype), flags, encode(data))
 
 
+INHERITED_VARIABLES: frozenset[str] = frozenset(
+    {"LANG", "LANGUAGE", "TZ", "OPENBLAS_CORETYPE", "MKL_CBWR"}
+    | {f"LC_{category}" for category in ("ALL", "CTYPE", "NUMERIC", "TIME", "COLLATE", "MONETARY", "MESSAGES",
+                                         "PAPER", "NAME", "ADDRESS", "TELEPHONE", "MEASUREMENT", "IDENTIFICATION")}
+)  # fmt: skip
+"""The parent's variables the fork server is started with, by exact name: locale, time zone, and
+the numeric libraries' choice of kernels. A name is never matched by its prefix: ``LANG`` must
+not admit ``LANGCHAIN_API_KEY``."""
+
+
+def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``environ`` that ``INHERITED_VARIABLES`` names; no other value is copied,
+    so none is ever in the fork server's memory for a child to find."""
+    return {name: environ[name] for name in INHERITED_VARIABLES if name in environ}
+
+
 def erase_environment() -> None:
     """Empty the environment, including the copy the kernel placed on the stack at exec.
 
@@ -130,6 +147,13 @@ def erase_environment() -> None:
 def become_subreaper() -> None:
     """Orphans of our children are re-parented to us, so we can reap them."""
     _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent() -> None:
+    """Die with the process that forked this one, and refuse to be traced or dumped (a candidate's
+    trusted driver: nothing may outlive the fork server, and no candidate may read its memory)."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _LIBC.prctl(_PR_SET_DUMPABLE, 0)
 
 
 def apply_limits(memory_mb: int, cpu_seconds: float, file_bytes: int) -> None:

@@ -30,6 +30,7 @@ from coevo.plugins import spec_of
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD, ChannelError, FrameReader, decode_solution
 from coevo.evaluate.child import EXIT_SETUP_FAILED, Job
 from coevo.evaluate.guard import EXIT_VIOLATION
+from coevo.evaluate.isolation import inherited_environment
 from tasks.base import Instance, Task
 
 _ZYGOTE_START_SECONDS = 60.0
@@ -42,7 +43,6 @@ _MIN_BATCH = 16
 """Children forked per batch at the least: the fork server's own page copies after a fork are
 shared by the whole batch (16: 36 copied pages per candidate, against 49 with 8), while each waiting
 spare holds about 0.7 MB (its copied pages and page tables), 20 MB for the up to 31 spares."""
-_INHERITED_ENV_PREFIXES = ("OPENBLAS_", "OMP_", "MKL_", "LANG", "LC_", "TZ")
 _FORK_SERVER_ENV = {
     **dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1"),  # one core per candidate
     # Resolve every shared-library symbol once in the fork server, not lazily in each child
@@ -256,8 +256,8 @@ def _fork_server_environment() -> dict[str, str]:
     The parent's own variables (keys, tokens, paths) never reach the fork server, and the fork
     server clears even these before any child starts.
     """
-    kept = {name: value for name, value in os.environ.items() if name.startswith(_INHERITED_ENV_PREFIXES)}
-    return {**kept, **_FORK_SERVER_ENV, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    path = os.pathsep.join(p for p in sys.path if p)
+    return {**inherited_environment(os.environ), **_FORK_SERVER_ENV, "PYTHONPATH": path}
 
 
 def _warn_missing_layers(layers: dict[str, bool | str]) -> None:
