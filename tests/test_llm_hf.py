@@ -12,7 +12,8 @@ from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 from coevo.es.host import TorchWeightsHost
 from coevo.es.perturbation import Perturbation, Update
 from coevo.llm.base import LLM, Completion, SamplingParams
-from coevo.llm.hf import HFBackend, _most_likely_first
+from coevo.llm.decode import most_likely_first
+from coevo.llm.hf import HFBackend
 from coevo.llm.seeds import request_seed
 
 CHAT_TEMPLATE = (
@@ -203,12 +204,12 @@ def test_nucleus_shortcut_equals_a_full_sort_or_falls_back_to_one() -> None:
     flat = torch.softmax(0.01 * torch.randn(4, 5000, generator=generator), dim=-1)
     top_p = torch.full((4, 1), 0.9)
     for probs in (peaked, flat):
-        values, ids = _most_likely_first(probs, top_p)
+        values, ids = most_likely_first(probs, top_p)
         full_values, full_ids = probs.sort(dim=-1, descending=True)
         kept = values.shape[-1]
         assert torch.equal(values, full_values[:, :kept]) and torch.equal(ids, full_ids[:, :kept])
         assert bool((values.sum(dim=-1) >= 0.9).all())  # every row's nucleus is inside what was kept
-    assert _most_likely_first(peaked, top_p)[0].shape[-1] < 5000 == _most_likely_first(flat, top_p)[0].shape[-1]
+    assert most_likely_first(peaked, top_p)[0].shape[-1] < 5000 == most_likely_first(flat, top_p)[0].shape[-1]
 
 
 def test_lowrank_members_carry_the_id_of_their_own_weights(backend: HFBackend) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 # huggingface_hub reads these when first imported: set them before transformers is imported anywhere
 # below, so no code path of this module can ever reach the network.
@@ -28,17 +28,16 @@ from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     GenerationConfig,
-    LogitsProcessor,
     LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
-    StoppingCriteria,
     StoppingCriteriaList,
 )
 from transformers.utils import logging as hf_logging
 
 from coevo.es.lowrank import row_weights  # noqa: E402
 from coevo.llm.base import Completion, Message, SamplingParams  # noqa: E402
+from coevo.llm.decode import PerRequestSampler, PrefixCache, RowEnds, decode_batch, find_stop  # noqa: E402
 from coevo.llm.embedded import (  # noqa: E402
     DEFAULT_MODEL,
     EMBEDDED_MODELS,
@@ -119,95 +118,11 @@ def load_causal_lm(
 
 
 # --- The in-process backend ------------------------------------------------------------------------
-# Why its own sampler: transformers' sampling draws every row from one global RNG, so a request's text
-# would depend on which other requests share its batch. Here each row draws from its own generator
-# (seeded by `SamplingParams.seed_for`), and `generate` only sees a one-hot score per row.
+
+DecodeLoop = Literal["lean", "generate"]
+"""How a batch is decoded: coevo's lean loop (`coevo.llm.decode`) or transformers' `generate`."""
 
 _FINGERPRINT_ELEMENTS = 4096  # per tensor: cheap enough to check on every call, even for 0.5B models
-_NUCLEUS_CANDIDATES = 256
-
-
-class _PerRequestSampler(LogitsProcessor):
-    """Temperature + nucleus sampling with one generator per row; temperature 0 means greedy."""
-
-    def __init__(self, settings: Sequence[SamplingParams]) -> None:
-        self.temperature = torch.tensor([s.temperature for s in settings], dtype=torch.float32)[:, None]
-        self.top_p = torch.tensor([s.top_p for s in settings], dtype=torch.float32)[:, None]
-        self.generators = [_row_generator(s.seed) for s in settings]
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        logits = scores.detach().float().cpu()  # CPU generators draw the same numbers whatever the device
-        probs = torch.softmax(logits / self.temperature.clamp_min(1e-6), dim=-1)
-        sorted_probs, order = _most_likely_first(probs, self.top_p)
-        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
-        nucleus = sorted_probs.masked_fill(mass_before >= self.top_p, 0.0).cumsum(dim=-1)
-        # One uniform per row per step, whatever the batch: the row's stream never depends on its mates.
-        uniforms = torch.stack([torch.rand((), generator=g) for g in self.generators])[:, None]
-        picks = torch.searchsorted(nucleus, uniforms * nucleus[:, -1:], right=True).clamp_max(logits.shape[-1] - 1)
-        sampled = order.gather(-1, picks).squeeze(-1)
-        chosen = torch.where(self.temperature.squeeze(-1) > 0, sampled, logits.argmax(dim=-1))
-        one_hot = torch.full_like(scores, float("-inf"))
-        one_hot[torch.arange(scores.shape[0], device=scores.device), chosen.to(scores.device)] = 0.0
-        return one_hot
-
-
-def _most_likely_first(probs: torch.Tensor, top_p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Probabilities sorted descending, with their token ids, far enough to hold every row's nucleus.
-
-    A full sort of a 50k vocabulary costs more than the rest of sampling; the nucleus almost always
-    lies in the top few hundred tokens, and when it does the result equals the full sort's.
-    """
-    top = torch.topk(probs, min(_NUCLEUS_CANDIDATES, probs.shape[-1]), dim=-1)
-    if bool((top.values.sum(dim=-1, keepdim=True) >= top_p).all()):
-        return top.values, top.indices
-    return probs.sort(dim=-1, descending=True)
-
-
-def _row_generator(seed: int | None) -> torch.Generator:
-    generator = torch.Generator()
-    if seed is None:
-        generator.seed()  # fresh entropy: an unseeded request is not meant to be reproducible
-    else:
-        generator.manual_seed(seed)
-    return generator
-
-
-class _RowEnds(StoppingCriteria):
-    """Ends each row at its own EOS, stop string or token limit, and records where and why it ended."""
-
-    def __init__(
-        self, tokenizer: PreTrainedTokenizerBase, prompt_length: int, settings: Sequence[SamplingParams], eos: set[int]
-    ) -> None:
-        self.tokenizer = tokenizer
-        self.prompt_length = prompt_length
-        self.settings = settings
-        self.eos = eos
-        self.lengths: list[int | None] = [None] * len(settings)
-        self.reasons = ["length"] * len(settings)
-
-    def __call__(
-        self, input_ids: torch.LongTensor, scores: torch.FloatTensor | None, **kwargs: object
-    ) -> torch.BoolTensor:
-        generated = input_ids[:, self.prompt_length :]
-        produced = generated.shape[1]
-        for row, sampling in enumerate(self.settings):
-            if self.lengths[row] is not None:
-                continue
-            if int(generated[row, -1]) in self.eos or (
-                sampling.stop
-                and _find_stop(self.tokenizer.decode(generated[row], skip_special_tokens=True), sampling.stop)
-                is not None
-            ):
-                self.lengths[row], self.reasons[row] = produced, "stop"
-            elif produced >= sampling.max_new_tokens:
-                self.lengths[row] = produced
-        return torch.tensor([length is not None for length in self.lengths])
-
-
-def _find_stop(text: str, stops: Sequence[str]) -> int | None:
-    """Index of the earliest stop string in text, or None."""
-    hits = [index for index in (text.find(stop) for stop in stops if stop) if index >= 0]
-    return min(hits) if hits else None
 
 
 class HFBackend:
@@ -215,21 +130,30 @@ class HFBackend:
 
     `weights_id` is read from the live weights on every call, so whoever changes them (an ES host, a
     history replay, user code) can never make a cache serve text from other weights; a row written by
-    a low-rank member (`LowRankHost.population`) adds that member's tag to it. Each call also
-    decodes with a fresh KV cache. Seeds: request i of a call uses stream `sampling.seed_for(i)` and
+    a low-rank member (`LowRankHost.population`) adds that member's tag to it. A call reuses no keys
+    and values but those of a prompt prefix computed under the same `weights_id`. Seeds: request i of a call uses stream `sampling.seed_for(i)` and
     gives the same text whatever else is in the batch, up to float rounding of batched matmuls.
     """
 
     supports_weights = True
 
     def __init__(
-        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str, max_batch_size: int = 16
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        name: str,
+        max_batch_size: int = 16,
+        decode: DecodeLoop = "lean",
     ) -> None:
+        if decode not in ("lean", "generate"):
+            raise ValueError(f"decode must be 'lean' or 'generate', got {decode!r}")
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
         self.max_batch_size = max_batch_size
+        self.decode: DecodeLoop = decode
         self._eos = _eos_ids(model, tokenizer)
+        self._prefixes = PrefixCache()
 
     @property
     def compute_dtype(self) -> str:
@@ -237,7 +161,13 @@ class HFBackend:
         return str(self.model.dtype).removeprefix("torch.")
 
     @classmethod
-    def load(cls, name_or_path: str = DEFAULT_MODEL, max_batch_size: int = 16, dtype: DtypeChoice = "auto") -> HFBackend:
+    def load(
+        cls,
+        name_or_path: str = DEFAULT_MODEL,
+        max_batch_size: int = 16,
+        dtype: DtypeChoice = "auto",
+        decode: DecodeLoop = "lean",
+    ) -> HFBackend:
         """Load an embedded model by name, or a local transformers model directory, offline.
 
         `dtype` "auto" computes in bf16 where the CPU multiplies it natively, else in fp32
@@ -248,7 +178,7 @@ class HFBackend:
         model, tokenizer = load_causal_lm(name_or_path)
         compute_in(model, getattr(torch, compute_dtype(dtype)))
         name = name_or_path if name_or_path in EMBEDDED_MODELS else Path(name_or_path).expanduser().resolve().name
-        return cls(model, tokenizer, name=name, max_batch_size=max_batch_size)
+        return cls(model, tokenizer, name=name, max_batch_size=max_batch_size, decode=decode)
 
     @cached_property
     def host(self) -> WeightsHost:
@@ -305,14 +235,43 @@ class HFBackend:
     ) -> list[Completion]:
         started = time.perf_counter()
         settings = [sampling for _, sampling in items]
-        encoded = self.tokenizer(
-            [self.render(messages) for messages, _ in items],
-            return_tensors="pt",
-            padding=True,
-            add_special_tokens=False,
-        ).to(self.model.device)
+        prompts = [
+            self.tokenizer(self.render(messages), add_special_tokens=False)["input_ids"] for messages, _ in items
+        ]
+        members = row_weights(self.model, len(items))
+        if self.decode == "lean":
+            rows = decode_batch(
+                self.model, self.tokenizer, prompts, settings, self._eos, self._prefixes, weights_id, members is not None
+            )
+        else:
+            rows = self._generate_with_transformers(prompts, settings)
+        share = (time.perf_counter() - started) / len(items)
+        completions = []
+        for row, (sampling, (sampled, reason)) in enumerate(zip(settings, rows, strict=True)):
+            text = self.tokenizer.decode(sampled, skip_special_tokens=True)
+            cut = find_stop(text, sampling.stop)
+            completions.append(
+                Completion(
+                    text=text if cut is None else text[:cut],
+                    prompt_tokens=len(prompts[row]),
+                    completion_tokens=len(sampled),
+                    seconds=share,
+                    finish_reason="stop" if cut is not None else reason,
+                    weights_id=weights_id if members is None else f"{weights_id}+{members[row]}",
+                    token_ids=tuple(sampled),
+                )
+            )
+        return completions
+
+    def _generate_with_transformers(
+        self, prompts: Sequence[Sequence[int]], settings: Sequence[SamplingParams]
+    ) -> list[tuple[list[int], str]]:
+        """(sampled tokens, end reason) per prompt through transformers' `generate` (`decode="generate"`)."""
+        encoded = self.tokenizer.pad({"input_ids": [list(p) for p in prompts]}, return_tensors="pt").to(
+            self.model.device
+        )
         prompt_length = encoded["input_ids"].shape[1]
-        ends = _RowEnds(self.tokenizer, prompt_length, settings, self._eos)
+        ends = RowEnds(self.tokenizer, prompt_length, settings, self._eos)
         config = GenerationConfig(
             do_sample=False,  # the sampler already picked each row's token; greedy just reads it
             max_new_tokens=max(s.max_new_tokens for s in settings),
@@ -324,29 +283,13 @@ class HFBackend:
             output = self.model.generate(
                 **encoded,
                 generation_config=config,
-                logits_processor=LogitsProcessorList([_PerRequestSampler(settings)]),
+                logits_processor=LogitsProcessorList([PerRequestSampler(settings)]),
                 stopping_criteria=StoppingCriteriaList([ends]),
             )
-        share = (time.perf_counter() - started) / len(items)
-        members = row_weights(self.model, len(items))
-        completions = []
-        for row, sampling in enumerate(settings):
-            length = ends.lengths[row] or sampling.max_new_tokens
-            sampled = output[row, prompt_length : prompt_length + length]
-            text = self.tokenizer.decode(sampled, skip_special_tokens=True)
-            cut = _find_stop(text, sampling.stop)
-            completions.append(
-                Completion(
-                    text=text if cut is None else text[:cut],
-                    prompt_tokens=int(encoded["attention_mask"][row].sum()),
-                    completion_tokens=length,
-                    seconds=share,
-                    finish_reason="stop" if cut is not None else ends.reasons[row],
-                    weights_id=weights_id if members is None else f"{weights_id}+{members[row]}",
-                    token_ids=tuple(sampled.tolist()),
-                )
-            )
-        return completions
+        return [
+            (output[row, prompt_length : prompt_length + (ends.lengths[row] or s.max_new_tokens)].tolist(), reason)
+            for row, (s, reason) in enumerate(zip(settings, ends.reasons, strict=True))
+        ]
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
