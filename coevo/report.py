@@ -73,7 +73,9 @@ def render_report(store: RunStore) -> str:
     sections = [
         _section("Run", _run_table(store, config, state) + _validation(store)),
         _section("Objective", _objective_plot(candidates, config)),
-        _section("ES schedules and rewards", _es_plots(store.es_records(), config["method"])),
+        _section(
+            "ES schedules and rewards", _es_plots(store.es_records(), [c for _, c in candidates], config["method"])
+        ),
         _section("LLM tokens", _token_plot(store.llm_calls())),
         _section("Best heuristic", _best_code(best, store.answer_summary())),
         _section("Lineage of the best heuristic", _lineage(best, [c for _, c in candidates])),
@@ -148,6 +150,9 @@ def _objective_plot(steps_and_candidates: Sequence[tuple[int, Candidate]], confi
     figure = Figure(figsize=(10, 4.5))
     axes = figure.subplots()
     axes.scatter(valid_x, valid_y, s=12, color="#bbbbbb", label="valid candidate")
+    seed = _seed_on_search(steps_and_candidates, config["task"])
+    if seed is not None:
+        axes.axhline(seed.objective, color="#555555", linestyle="--", linewidth=1, label="seed heuristic")
     means = sorted((step_end[step], float(np.mean(values))) for step, values in step_objectives.items())
     axes.plot(
         *zip(*means, strict=True), marker="o", markersize=3, label=f"{method}: mean of the step's valid candidates"
@@ -160,13 +165,40 @@ def _objective_plot(steps_and_candidates: Sequence[tuple[int, Candidate]], confi
     axes.grid(alpha=0.3)
     figure.tight_layout()
     note = f"{len(steps_and_candidates)} candidates, {invalid} invalid (not plotted)."
+    if seed is None:
+        note += " The seed heuristic was not scored on the search split (library = none), so it has no line."
+    else:
+        note += f" Dashed: the seed heuristic, objective {seed.objective:.6g} on search."
     return _image(figure, "best and mean objective against evaluations") + f'<p class="note">{note}</p>'
 
 
-def _es_plots(records: Sequence[UpdateRecord], method: str) -> str:
+def _seed_on_search(steps_and_candidates: Sequence[tuple[int, Candidate]], task: str) -> Candidate | None:
+    """The task's seed heuristic as the run scored it on search (a library run scores it first)."""
+    seed_key = Candidate(code=get_task(task).seed_code(), thought="", operator="library", generation=0).key
+    return next((c for _, c in steps_and_candidates if c.key == seed_key and c.valid), None)
+
+
+def _es_plots(records: Sequence[UpdateRecord], candidates: Sequence[Candidate], method: str) -> str:
     if not records:
         return f'<p class="note">No ES update in this run (method {escape(method)}).</p>'
-    return _schedule_plot(records) + _reward_plot(records)
+    return _schedule_plot(records) + _reward_plot(records, invalid_members(records, candidates))
+
+
+def invalid_members(records: Sequence[UpdateRecord], candidates: Iterable[Candidate]) -> list[int]:
+    """Per ES update, its members that failed: no reward (an invalid episode or heuristic), or a
+    heuristic written under the member's perturbation that is invalid (told as a penalty reward)."""
+    failed = {
+        (c.weights.step, c.weights.seed, c.weights.sign)
+        for c in candidates
+        if not c.valid and c.weights is not None and c.weights.seed is not None
+    }
+    return [
+        sum(
+            reward is None or (record.step, seed, sign) in failed
+            for reward, seed, sign in zip(record.raw_rewards, record.seeds, record.signs, strict=True)
+        )
+        for record in records
+    ]
 
 
 def _schedule_plot(records: Sequence[UpdateRecord]) -> str:
@@ -188,8 +220,8 @@ def _schedule_plot(records: Sequence[UpdateRecord]) -> str:
     return _image(figure, "sigma and alpha schedules") + f'<p class="note">{note}</p>'
 
 
-def _reward_plot(records: Sequence[UpdateRecord]) -> str:
-    """Raw rewards per update as box and strip; invalid members (no reward) counted in a panel below."""
+def _reward_plot(records: Sequence[UpdateRecord], invalid: Sequence[int]) -> str:
+    """Raw rewards per update as box and strip; invalid members (`invalid_members`) counted in a panel below."""
     figure = Figure(figsize=(10, 5))
     rewards_axes, invalid_axes = figure.subplots(2, 1, sharex=True, height_ratios=(4, 1))
     jitter = np.random.default_rng(0)
@@ -202,7 +234,6 @@ def _reward_plot(records: Sequence[UpdateRecord]) -> str:
     rewards_axes.set_ylabel("raw reward")
     rewards_axes.grid(alpha=0.3)
     steps = [r.step for r in records]
-    invalid = [sum(r is None for r in record.raw_rewards) for record in records]
     invalid_axes.bar(steps, invalid, color="#d62728")
     invalid_axes.set_ylabel("invalid")
     invalid_axes.set_xlabel("ES update")
@@ -210,7 +241,12 @@ def _reward_plot(records: Sequence[UpdateRecord]) -> str:
     invalid_axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     invalid_axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     figure.tight_layout()
-    return _image(figure, "reward distributions per ES update")
+    members = sum(len(record.raw_rewards) for record in records)
+    note = (
+        f"{members} members over {len(records)} ES updates, {sum(invalid)} of them invalid (lower panel); an invalid"
+        " member that was told a penalty reward is also in the box above."
+    )
+    return _image(figure, "reward distributions per ES update") + f'<p class="note">{note}</p>'
 
 
 def _token_plot(calls: Sequence[dict[str, Any]]) -> str:
@@ -293,7 +329,12 @@ def _lineage(best: Candidate | None, candidates: Sequence[Candidate]) -> str:
                 "none" if candidate.weights is None else candidate.weights.label(),
             )
         )
-    note = "Each heuristic is followed by the parents shown in its prompt, indented."
+    note = (
+        "Each heuristic is followed by the parents shown in its prompt, indented. Weights "
+        "<code>model@N</code>: the base model after N ES updates; <code>model@N+s</code> or "
+        "<code>model@N-s</code>: those weights plus (or minus) the ES perturbation drawn from seed s "
+        "(hexadecimal, first 8 digits); none: a library heuristic, which no model wrote."
+    )
     table = _table(rows, ("candidate", "operator", "generation", "search objective", "prompt", "weights"))
     return f'<p class="note">{note}</p>' + table
 

@@ -14,10 +14,11 @@ from html import escape
 from pathlib import Path
 
 import pytest
+from matplotlib.figure import Figure
 from scripted_llm import ScriptedLLM
 
 from coevo.candidate import Candidate
-from coevo.report import lineage, write_report
+from coevo.report import invalid_members, lineage, render_report, write_report
 from coevo.run.config import validate
 from coevo.run.runner import Runner
 from coevo.run.session import start_run
@@ -310,3 +311,54 @@ def test_page_renders_in_headless_chromium(runs, tmp_path):
         assert image.size == (1200, 3000)
         colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
     assert colours is not None and len(colours) > 50  # text and plots drawn, not a blank page
+
+
+def _figures(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> dict[str, Figure]:
+    """The report's figures by the y label of their first axes, caught instead of rendered."""
+    caught: list[Figure] = []
+    monkeypatch.setattr(Figure, "savefig", lambda figure, buffer, **kwargs: caught.append(figure))
+    render_report(store)
+    return {figure.axes[0].get_ylabel(): figure for figure in caught}
+
+
+def test_the_invalid_strip_counts_the_members_whose_heuristic_was_invalid(runs, monkeypatch):
+    store = RunStore.open(runs["coevo"])
+    try:
+        records, candidates = store.es_records(), [c for _, c in store.candidates()]
+        figures = _figures(store, monkeypatch)
+    finally:
+        store.close()
+    failed = [c for c in candidates if not c.valid and c.weights is not None and c.weights.seed is not None]
+    assert failed, "the fixture run should have members that wrote invalid heuristics"
+    assert all(r is not None for record in records for r in record.raw_rewards), "eoh+es tells them a penalty"
+    counts = invalid_members(records, candidates)
+    assert sum(counts) == len(failed)
+    strip = figures["raw reward"].axes[1]
+    assert [bar.get_height() for bar in strip.patches] == counts
+    members = sum(len(record.raw_rewards) for record in records)
+    assert f"{members} members over {len(records)} ES updates, {len(failed)} of them invalid" in _page(runs["coevo"])
+
+
+def test_the_objective_plot_draws_the_seed_when_the_run_scored_it(tmp_path, monkeypatch):
+    runner = start_run(validate({**SMALL_RUN, "method": "eoh", "library": "seed", "budget": 6}), tmp_path)
+    runner.run()
+    seed = next(c for _, c in runner.store.candidates() if c.operator == "library")
+    figures = _figures(runner.store, monkeypatch)
+    runner.store.close()
+    (objective,) = [figure for label, figure in figures.items() if label.startswith("objective")]
+    lines = {line.get_label(): list(line.get_ydata()) for line in objective.axes[0].get_lines()}
+    assert lines["seed heuristic"] == [seed.objective, seed.objective]
+    page = write_report(tmp_path).read_text()
+    assert f"Dashed: the seed heuristic, objective {seed.objective:.6g} on search." in page
+
+
+def test_the_objective_note_says_why_a_run_without_the_library_has_no_seed_line(runs):
+    objective = _section(_page(runs["eoh"]), "Objective")
+    assert "seed heuristic was not scored on the search split (library = none)" in objective
+
+
+def test_the_lineage_explains_the_weights_notation(runs):
+    lineage_section = _section(_page(runs["coevo"]), "Lineage of the best heuristic")
+    label = re.search(r"<td>[^<@]+@\d+[+-][0-9a-f]{1,8}</td>", lineage_section)
+    assert label, "the coevo fixture's best was written under a perturbation"
+    assert "<code>model@N+s</code>" in lineage_section and "ES perturbation drawn from seed s" in lineage_section

@@ -123,7 +123,8 @@ def test_run_show_export_and_refuse_to_overwrite(
     assert (answer["key"], answer["chosen_on"], provenance["chosen_on"]) == (provenance["key"], "val", "val")
     assert answer["figures"]["val"] == {k: validation["best"][k] for k in ("objective", "gap_pct")}
     exported_candidate = [c for c in candidates(run_dir) if c.key == answer["key"]][0]
-    assert answer["figures"]["search"] == {"objective": exported_candidate.objective, "gap_pct": exported_candidate.gap_pct}
+    searched = {"objective": exported_candidate.objective, "gap_pct": exported_candidate.gap_pct}
+    assert answer["figures"]["search"] == searched
     line = (
         f"best heuristic {answer['key']} (chosen on the val split): "
         f"on val: gap {validation['best']['gap_pct']:.3f}%, objective {validation['best']['objective']:.6g}; "

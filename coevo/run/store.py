@@ -140,7 +140,8 @@ class RunStore:
         validation = self.validation()
         if validation is not None and validation["best_key"] == answer.key:
             held_out = validation["best"]
-            figures = {validation["split"]: {"objective": held_out["objective"], "gap_pct": held_out["gap_pct"]}} | figures
+            validated = {"objective": held_out["objective"], "gap_pct": held_out["gap_pct"]}
+            figures = {validation["split"]: validated} | figures
         return {"key": answer.key, "chosen_on": chosen_on, "figures": figures, "code": answer.code}
 
     def mark_running(self) -> None:
