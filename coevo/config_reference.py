@@ -48,6 +48,7 @@ def config_reference() -> str:
         "",
     ]
     lines += _model_sections(RunConfig, prefix="", title="top-level keys")
+    lines += _method_settings()
     lines += ["## The `[tune]` table", ""]
     lines += _tune_table(KNOBS)
     lines += [
@@ -142,6 +143,8 @@ def _type_text(annotation: Any) -> str:
     """A field's type as a reader of TOML sees it: `"a" or "b"`, `int or unset`, `list of str`."""
     if annotation is type(None):
         return "unset"
+    if annotation is Any:
+        return "any"
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Literal:
         return " or ".join(f'"{arg}"' if isinstance(arg, str) else str(arg) for arg in args)
@@ -155,7 +158,7 @@ def _type_text(annotation: Any) -> str:
     if origin is dict:
         return "table" if not args else f"table of {_type_text(args[1])}"
     if isinstance(annotation, type):
-        return {"str": "str", "int": "int", "float": "float", "bool": "bool"}.get(annotation.__name__, annotation.__name__)
+        return annotation.__name__
     return str(annotation).replace("typing.", "")
 
 
@@ -182,6 +185,31 @@ def _toml(value: Any) -> str:
     if isinstance(value, BaseModel):
         return "see below"
     return repr(value)
+
+
+def _method_settings() -> list[str]:
+    """The built-in methods, and the `[settings]` table of each method that takes one."""
+    from coevo.run.methods import BUILT_IN, method_class
+
+    classes = {name: method_class(name) for name in BUILT_IN}
+    lines = [
+        "### `method` and its `[settings]`",
+        "",
+        "`method` is a built-in name below, a name an installed package registers under the",
+        "`coevo.methods` entry-point group, or `path/to/method.py:Class` / `package.module:Class`. A method",
+        "that takes settings reads them from the `[settings]` table, checked by its own model.",
+        "",
+        "| method | evolves the weights | `[settings]` |",
+        "| --- | --- | --- |",
+    ]
+    for name, cls in classes.items():
+        settings = "see below" if cls.settings_model is not None else "none"
+        lines.append(f"| `{name}` | {'yes' if cls.uses_weights else 'no'} | {settings} |")
+    lines.append("")
+    for name, cls in classes.items():
+        if cls.settings_model is not None:
+            lines += _model_sections(cls.settings_model, "settings.", f"`[settings]` of `{name}`")
+    return lines
 
 
 def _tune_table(knobs: dict[str, tuple[tuple[str, ...], str]]) -> list[str]:

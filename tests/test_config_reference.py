@@ -52,7 +52,9 @@ class _Toy(BaseModel):
     """A toy config."""
 
     names: tuple[str, ...] = ("a", "b")
-    workload: Annotated[_Agent | _Heuristic, Field(discriminator="kind", description="what members play")] = _Heuristic()
+    workload: Annotated[_Agent | _Heuristic, Field(discriminator="kind", description="what members play")] = (
+        _Heuristic()
+    )
 
 
 def test_a_discriminated_union_gets_one_section_per_variant_titled_by_its_tag():
