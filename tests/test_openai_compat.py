@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 from coevo.es.history import HISTORY_FILENAME, ESHistory, UpdateRecord, replay
 from coevo.es.noise import NOISE_VERSION
 from coevo.es.perturbation import Update
+from coevo.llm import serve as serve_module
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.chat_api import MAX_CHOICES, parse_chat_request
 from coevo.llm.hf import HFBackend
@@ -446,3 +447,14 @@ def test_serving_imports_nothing_above_the_llm_layer() -> None:
     code = "import sys, coevo.llm.serve; print(sorted(m for m in sys.modules if m.startswith('coevo.operators')))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+def test_an_oversized_body_is_refused_whether_declared_or_streamed(
+    server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(serve_module, "MAX_BODY_BYTES", 100)
+    body = json.dumps({"model": "any", "messages": [{"role": "user", "content": "x" * 200}]}).encode()
+    declared = httpx.post(f"{server.url}/chat/completions", content=body, timeout=30)
+    chunked = httpx.post(f"{server.url}/chat/completions", content=iter([body[:90], body[90:]]), timeout=30)
+    for response in (declared, chunked):
+        assert response.status_code == 413 and "over 100 bytes" in response.json()["error"]["message"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import socket
 import sys
 import threading
@@ -45,8 +44,6 @@ from coevo.threads import configure_threads
 
 if TYPE_CHECKING:  # torch is heavy: imported only when a model is actually served
     from coevo.llm.hf import HFBackend
-
-log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 << 20
 LOOPBACK = "127.0.0.1"
