@@ -2,7 +2,8 @@
 
 In the ACO framework of DeepACO/ReEvo/MCTS-AHD the candidate does not build solutions itself:
 it is called once per instance and returns a prior matrix (how promising each edge or item
-pair is), and a fixed Ant Colony Optimisation engine searches with it. The instance carries the
+pair is), and a fixed Ant Colony Optimisation engine searches with it: the driver, outside the
+sandbox, receives the checked prior and runs the colony. The instance carries the
 colony's seed and iteration count, so the evaluation protocol is part of the hashed instance set.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tasks.aco import check_prior
-from tasks.base import Instance, InvalidSolution, Task
+from tasks.base import Heuristic, Instance, InvalidSolution, Task
 from tasks.tsp_construct import distance_matrix
 
 
@@ -40,6 +41,7 @@ class ACOTask(Task):
     """A task whose heuristic returns an ACO prior matrix; subclasses say how to call it and run ACO."""
 
     function_name = "heuristics"
+    lockstep = 1  # one call per instance, answered with an (n, n) matrix: no step to share
 
     def heuristic_arguments(self, instance: Instance) -> tuple[Any, ...]:
         """Fresh copies of what the heuristic is called with (it may modify them freely)."""
@@ -53,9 +55,11 @@ class ACOTask(Task):
         """Search with the validated prior and return the best solution found."""
         raise NotImplementedError
 
-    def construct(self, heuristic: Callable[..., Any], instance: Instance) -> Any:
-        prior = check_prior(heuristic(*self.heuristic_arguments(instance)), self.prior_size(instance))
-        return self.run_colony(instance, prior)
+    async def drive(self, heuristic: Heuristic, instance: Instance) -> Any:
+        return self.run_colony(instance, check_prior(await heuristic(), self.prior_size(instance)))
+
+    def answer(self, function: Callable[..., Any], state: Instance) -> np.ndarray:
+        return check_prior(function(*self.heuristic_arguments(state)), self.prior_size(state))
 
 
 def heuristic_distances(coords: np.ndarray) -> np.ndarray:

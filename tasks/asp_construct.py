@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName, Task
-from tasks.checks import returned_number
+from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, SplitName, Task
+from tasks.checks import returned_number, returned_scores
 
 TRIPLES = np.array([(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 2), (0, 2, 1), (1, 1, 1), (2, 2, 2)], dtype=np.int64)
 """The seven values a group of three coordinates may take in a symmetric construction."""
@@ -168,13 +168,17 @@ class ASPConstruct(Task):
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         return [InstanceGroup(f"n{n}_w{w}", [{"n": n, "w": w}]) for n, w in SPLIT_PARAMETERS[split]]
 
-    def construct(self, heuristic: Callable[..., Any], instance: Instance) -> np.ndarray:
-        n, w = int(instance["n"]), int(instance["w"])
-        rows = candidate_rows(n, w)
-        scores = np.array(
-            [returned_number(heuristic(expanded_vector(row), n, w), self.function_name) for row in rows]
-        )
+    async def drive(self, heuristic: Heuristic, instance: Instance) -> np.ndarray:
+        rows = candidate_rows(int(instance["n"]), int(instance["w"]))
+        scores = returned_scores(await heuristic(), self.function_name, len(rows))
         return greedy_admissible_rows(rows, scores)
+
+    def answer(self, function: Callable[..., Any], state: Instance) -> np.ndarray:
+        """Every candidate row's priority, in one call of the driver's."""
+        n, w = int(state["n"]), int(state["w"])
+        return np.array(
+            [returned_number(function(expanded_vector(row), n, w), self.function_name) for row in candidate_rows(n, w)]
+        )
 
     def score(self, instance: Instance, solution: Any) -> float:
         rows = np.asarray(solution)

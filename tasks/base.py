@@ -1,12 +1,22 @@
 """The task protocol every heuristic-design problem implements.
 
-A task is split in two halves on purpose:
+A task is instances, a trusted driver that asks the candidate's function for decisions, and a
+scorer. Only the candidate's function runs in the sandbox; everything that decides the score runs
+outside it:
 
-* ``construct`` runs *inside the sandbox*, next to untrusted candidate code. It drives the
-  candidate's heuristic over one instance and returns a plain *solution* (a tour, a list of
-  items, bin assignments). Anything it returns is treated as a claim, never as a score.
-* ``score`` runs in the trusted parent process. It validates the solution against the
-  instance and computes the objective itself, so a candidate can never report its own score.
+* ``drive`` (trusted) builds one instance's solution. It is an ``async`` function that asks
+  ``await heuristic(*args)`` for each decision and checks every answer against the true state it
+  holds: a candidate can only choose what its function answers.
+* ``answer`` (sandbox side) calls the candidate's function for one such request and turns what it
+  returned into the plain answer that crosses back (a checked number, or a decision computed from
+  the function's scores). ``answer_state`` is what it keeps per instance there: large constant
+  data, built once from the instance, and a mirror of the driver's state, kept current by the
+  small deltas the driver sends. Whatever the sandbox does to these only misleads itself.
+* ``score`` (trusted) validates the solution against the instance and computes the objective.
+
+The framework runs many instances' drivers in lockstep and carries every step's calls to the
+sandbox in one message (``coevo.evaluate``); ``construct`` runs one driver in-process, for
+trusted code (shipped heuristics, tests).
 
 Objectives are always minimised (KP and ASP report negated values internally and expose a
 ``sense`` so reports can show the natural sign).
@@ -16,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -61,8 +71,39 @@ def instance_hash(instances: list[Instance]) -> str:
     return digest.hexdigest()
 
 
+class Call:
+    """One request for the candidate's function: a driver awaits it, the framework answers it."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        self.args = args
+
+    def __await__(self) -> Generator[Call, Any, Any]:
+        return (yield self)
+
+
+class Heuristic:
+    """A driver's handle on the candidate's function: ``await heuristic(*args)`` is one call.
+
+    The arguments go to ``Task.answer`` next to the candidate's function. They must be plain data
+    (numbers, strings, None, lists, tuples, str-keyed dicts, numeric numpy arrays; numpy scalars
+    arrive as Python numbers) and small: large constant data belongs in ``Task.answer_state``.
+    What the driver gets back is the plain data that ``answer`` returned, which it must check
+    like any untrusted input.
+    """
+
+    def __call__(self, *args: Any) -> Call:
+        return Call(args)
+
+
+HEURISTIC = Heuristic()
+
+
 class Task:
-    """Base class of the AHD tasks. Subclasses fill in the class attributes and four methods."""
+    """Base class of the AHD tasks. Subclasses fill in the class attributes, ``groups``, ``drive``
+    and ``score``; ``answer`` and ``answer_state`` when the function is not called with the
+    driver's arguments as they are."""
 
     name: ClassVar[str]
     function_name: ClassVar[str]
@@ -73,16 +114,45 @@ class Task:
     sense: ClassVar[Literal["min", "max"]] = "min"
     """Natural direction of the reported objective (internal objectives are always minimised)."""
     instance_seconds: ClassVar[float] = 10.0
-    """Default per-instance time limit in the sandbox: generous for a sound heuristic on the task's
-    largest instances on one slow core, so only runaway candidates hit it."""
+    """Default per-instance limit on the time the candidate's function may take: generous for a
+    sound heuristic on the task's largest instances on one slow core, so only runaway candidates
+    hit it."""
+    lockstep: ClassVar[int] = 64
+    """Most instances whose drivers advance together, one message per step carrying all their
+    calls (1: one instance at a time, e.g. when one call's answer is a large matrix)."""
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         """The split's instances, generated deterministically from fixed seeds."""
         raise NotImplementedError
 
-    def construct(self, heuristic: Callable[..., Any], instance: Instance) -> Any:
-        """Run the heuristic over one instance and return a solution (sandbox side)."""
+    async def drive(self, heuristic: Heuristic, instance: Instance) -> Any:
+        """Build one instance's solution, asking ``await heuristic(...)`` for each decision (trusted)."""
         raise NotImplementedError
+
+    def answer_state(self, instance: Instance) -> Any:
+        """What ``answer`` keeps for one instance in the sandbox; by default the instance itself."""
+        return instance
+
+    def answer(self, function: Callable[..., Any], state: Any, *args: Any) -> Any:
+        """Call the candidate's function for one request and return plain data (sandbox side).
+
+        Raise ``InvalidSolution`` with a precise message for a bad return value: the driver
+        re-checks whatever arrives, but only this side still sees the value itself.
+        """
+        return function(*args)
+
+    def construct(self, function: Callable[..., Any], instance: Instance) -> Any:
+        """Drive a trusted, in-process function over one instance and return the solution."""
+        state = self.answer_state(instance)
+        driver = self.drive(HEURISTIC, instance)
+        answer = None
+        try:
+            while True:
+                answer = self.answer(function, state, *driver.send(answer).args)
+        except StopIteration as finished:
+            return finished.value
+        finally:
+            driver.close()
 
     def score(self, instance: Instance, solution: Any) -> float:
         """Validate the solution and return its objective (trusted side; raises InvalidSolution)."""

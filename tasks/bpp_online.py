@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName, Task
-from tasks.checks import returned_scores
+from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, SplitName, Task
+from tasks.checks import returned_index, returned_scores
 from tasks.or_library import best_known_bins, or_library_classes
 
 STREAM_SEED = 1234
@@ -70,6 +70,11 @@ def _draws() -> dict[str, tuple[np.ndarray, ...]]:
     return {name: tuple(weibull_items(rng, size) for _ in range(count)) for name, count, size in DRAWS}
 
 
+def _empty_bins(instance: Instance) -> np.ndarray:
+    """One bin per item (the most a packing can use), each with the full capacity left."""
+    return np.full(len(instance["items"]), float(instance["capacity"]))
+
+
 OR_LIBRARY_SPLIT: SplitName = "test"
 """The split that carries the OR-Library groups (they are published test benchmarks)."""
 
@@ -107,17 +112,34 @@ class BPPOnline(Task):
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         return list(_groups(split))
 
-    def construct(self, heuristic: Callable[..., Any], instance: Instance) -> np.ndarray:
+    async def drive(self, heuristic: Heuristic, instance: Instance) -> np.ndarray:
         items = instance["items"]
-        remaining = np.full(len(items), float(instance["capacity"]))
+        remaining = _empty_bins(instance)
         assignment = np.empty(len(items), dtype=np.int64)
+        changed: tuple[int, float] | None = None
         for position, item in enumerate(items.astype(np.float64)):
-            fitting = np.flatnonzero(remaining >= item)
-            scores = returned_scores(heuristic(item, remaining[fitting].copy()), self.function_name, len(fitting))
-            chosen = fitting[np.argmax(scores)]
+            chosen = returned_index(await heuristic(float(item), changed), self.function_name)
+            if not 0 <= chosen < len(remaining) or remaining[chosen] < item:
+                raise InvalidSolution(f"the {self.function_name} scores chose bin {chosen}, which the item does not fit")
             remaining[chosen] -= item
             assignment[position] = chosen
+            changed = (chosen, float(remaining[chosen]))
         return assignment
+
+    def answer_state(self, instance: Instance) -> np.ndarray:
+        """A mirror of every bin's remaining capacity (the driver sends the one bin that changed)."""
+        return _empty_bins(instance)
+
+    def answer(
+        self, function: Callable[..., Any], remaining: np.ndarray, size: float, changed: tuple[int, float] | None
+    ) -> int:
+        """The bin the item goes to: the fitting bin the function scores highest."""
+        if changed is not None:
+            remaining[changed[0]] = changed[1]
+        item = np.float64(size)
+        fitting = np.flatnonzero(remaining >= item)
+        scores = returned_scores(function(item, remaining[fitting].copy()), self.function_name, len(fitting))
+        return int(fitting[np.argmax(scores)])
 
     def score(self, instance: Instance, solution: Any) -> float:
         items, capacity = instance["items"], instance["capacity"]

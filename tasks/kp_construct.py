@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from coevo.extras import require
-from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName, Task
+from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, SplitName, Task
 from tasks.checks import returned_index
 from tasks.generators import uniform_stream
 
@@ -75,14 +75,14 @@ class KPConstruct(Task):
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         return list(_all_groups()[split])
 
-    def construct(self, heuristic: Callable[..., Any], instance: Instance) -> np.ndarray:
-        weights, values = instance["weights"], instance["values"]
+    async def drive(self, heuristic: Heuristic, instance: Instance) -> np.ndarray:
+        weights = instance["weights"]
         remaining_capacity = float(instance["capacity"])
         offered = np.arange(len(weights))
         chosen: list[int] = []
+        taken: int | None = None
         while offered.size and weights[offered].min() <= remaining_capacity + CAPACITY_TOLERANCE:
-            answer = heuristic(remaining_capacity, weights[offered].copy(), values[offered].copy())
-            position = returned_index(answer, self.function_name)
+            position = returned_index(await heuristic(remaining_capacity, taken), self.function_name)
             if not 0 <= position < offered.size:
                 raise InvalidSolution(
                     f"{self.function_name} returned {position}, outside 0..{offered.size - 1} "
@@ -97,7 +97,21 @@ class KPConstruct(Task):
             chosen.append(item)
             remaining_capacity -= float(weights[item])
             offered = np.delete(offered, position)
+            taken = position
         return np.asarray(chosen, dtype=np.int64)
+
+    def answer_state(self, instance: Instance) -> dict[str, np.ndarray]:
+        """The items, and a mirror of those still offered (the driver sends the position taken)."""
+        return {"weights": instance["weights"], "values": instance["values"], "offered": np.arange(len(instance["weights"]))}
+
+    def answer(
+        self, function: Callable[..., Any], state: dict[str, np.ndarray], remaining_capacity: float, taken: int | None
+    ) -> int:
+        if taken is not None:
+            state["offered"] = np.delete(state["offered"], taken)
+        offered = state["offered"]
+        answer = function(remaining_capacity, state["weights"][offered].copy(), state["values"][offered].copy())
+        return returned_index(answer, self.function_name)
 
     def score(self, instance: Instance, solution: Any) -> float:
         weights, values = instance["weights"], instance["values"]

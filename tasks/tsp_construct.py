@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from coevo.extras import require
-from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName, Task
+from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, SplitName, Task
 from tasks.checks import returned_index
 from tasks.generators import uniform_stream
 
@@ -48,6 +48,10 @@ def tour_length(coords: np.ndarray, tour: np.ndarray) -> float:
     return float(np.linalg.norm(ordered - np.roll(ordered, -1, axis=0), axis=1).sum())
 
 
+def _unvisited_at_start(city_count: int) -> set[int]:
+    return set(range(city_count)) - {START_NODE}
+
+
 @functools.cache
 def _all_groups() -> dict[SplitName, tuple[InstanceGroup, ...]]:
     arrays = uniform_stream(STREAM_SEED, [(count, size, 2) for _, count, size in LAYOUT])
@@ -78,20 +82,27 @@ class TSPConstruct(Task):
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         return list(_all_groups()[split])
 
-    def construct(self, heuristic: Callable[..., Any], instance: Instance) -> np.ndarray:
-        distances = distance_matrix(instance["coords"])
-        city_count = len(distances)
+    async def drive(self, heuristic: Heuristic, instance: Instance) -> np.ndarray:
+        city_count = len(instance["coords"])
         tour = [START_NODE]
-        unvisited = set(range(city_count)) - {START_NODE}
+        unvisited = _unvisited_at_start(city_count)
         while unvisited:
-            answer = heuristic(tour[-1], START_NODE, set(unvisited), distances.copy())
-            city = returned_index(answer, self.function_name)
+            city = returned_index(await heuristic(tour[-1]), self.function_name)
             if city not in unvisited:
                 why = "already visited" if 0 <= city < city_count else f"outside 0..{city_count - 1}"
                 raise InvalidSolution(f"{self.function_name} returned {city}, which is not an unvisited node ({why})")
             tour.append(city)
             unvisited.remove(city)
         return np.asarray(tour, dtype=np.int64)
+
+    def answer_state(self, instance: Instance) -> tuple[np.ndarray, set[int]]:
+        """The distances, and a mirror of the unvisited cities (the driver sends each city reached)."""
+        return distance_matrix(instance["coords"]), _unvisited_at_start(len(instance["coords"]))
+
+    def answer(self, function: Callable[..., Any], state: tuple[np.ndarray, set[int]], current_node: int) -> int:
+        distances, unvisited = state
+        unvisited.discard(current_node)
+        return returned_index(function(current_node, START_NODE, set(unvisited), distances.copy()), self.function_name)
 
     def score(self, instance: Instance, solution: Any) -> float:
         coords = instance["coords"]

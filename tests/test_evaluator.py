@@ -18,10 +18,10 @@ import pytest
 
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.channel import ChannelError, FrameReader, decode_solution, encode_solution, frame
-from coevo.evaluate.child import Job
+from coevo.evaluate.driver import Job
 from coevo.evaluate.evaluator import JSON_FIELDS
 from coevo.evaluate.probe import ProbeTask
-from coevo.evaluate.sandbox import InstancePayload, Sandbox
+from coevo.evaluate.sandbox import _DEADLINE_GRACE_SECONDS, InstancePayload, Sandbox
 from tasks import TASK_NAMES, get_task
 from tasks.base import InstanceGroup, InvalidSolution
 from tasks.references import gap_pct
@@ -216,7 +216,7 @@ def test_channel_round_trips_plain_data_only() -> None:
 
 
 def test_job_reaches_the_child_intact() -> None:
-    job = Job.compile("def pick(values):\n    return len('naïve')  # non-ASCII\n", 256, 2.5, 4096)
+    job = Job.compile("def pick(values):\n    return len('naïve')  # non-ASCII\n", Limits(1.5, 2.5, 256, 4096))
     read_end, write_end = os.pipe()
     try:
         os.write(write_end, job.encode())
@@ -232,7 +232,7 @@ def test_job_reaches_the_child_intact() -> None:
 
 def test_code_that_cannot_compile_is_refused_before_any_child_starts() -> None:
     with pytest.raises(ValueError, match="surrogates not allowed"):
-        Job.compile("def pick(values):\n    return 0  # \ud800\n", 256, 2.5, 4096)
+        Job.compile("def pick(values):\n    return 0  # \ud800\n", LIMITS)
     for static_check in (True, False):  # refused by the policy check, or else by the sandbox's compile step
         with Evaluator(ProbeTask(), limits=LIMITS, static_check=static_check) as evaluator:
             result = evaluator.evaluate("def pick(values):\n    return 0  # \ud800\n")
@@ -249,19 +249,29 @@ def test_large_instance_sets_reach_every_child() -> None:
 
 
 def test_progress_sent_before_a_deadline_counts_however_late_the_parent_reads_it() -> None:
-    limits = Limits(instance_seconds=1.0, candidate_seconds=5.0)
-    solved = [{"loaded": True}, {"index": 0, "solution": 0, "at": 0.6}, {"index": 1, "solution": 1, "at": 1.2, "done": True}]
+    """The parent's backstop deadline (the candidate's limit and a grace) is judged by the
+    driver's timestamps; the per-instance limit is the driver's to judge."""
+    limits = Limits(instance_seconds=1.0, candidate_seconds=2.0)
+    deadline = limits.candidate_seconds + _DEADLINE_GRACE_SECONDS
+    solved = [{"loaded": True}, {"index": 0, "solution": 0, "at": 0.6}, {"index": 1, "solution": 1, "at": deadline - 0.1, "done": True}]
     on_time = supervise_late(solved, 2, limits)
     assert on_time.failure is None and on_time.solutions == (0, 1)
-    # Judged by the child's timestamps: an instance that overran fails even when read late ...
-    overran = supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": 1.7, "done": True}], 2, limits)
-    assert overran.failure == "timed out (per-instance limit 1 s)" and overran.failed_index == 1
-    # ... and silence past the deadline is a timeout of the instance after the last progress.
+    # A solution sent past the deadline fails even when read late ...
+    overran = supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": deadline + 0.1, "done": True}], 2, limits)
+    assert overran.failure == "exceeded the per-candidate time limit of 2 s after 1 of 2 instances"
+    assert overran.failed_index == 1
+    # ... and so does silence past it.
     stalled = supervise_late(solved[:2], 2, limits)
-    assert stalled.failure == "timed out (per-instance limit 1 s)" and stalled.failed_index == 1
-    tight = Limits(instance_seconds=1.0, candidate_seconds=1.4)
-    late_finish = supervise_late([*solved[:2], {"index": 1, "solution": 1, "at": 1.5, "done": True}], 2, tight)
-    assert late_finish.failure == "exceeded the per-candidate time limit of 1.4 s after 1 of 2 instances"
+    assert stalled.failure == "exceeded the per-candidate time limit of 2 s after 1 of 2 instances"
+
+
+def test_a_failure_names_the_instance_the_driver_names() -> None:
+    """In lockstep a later instance can fail while earlier ones are still being built."""
+    limits = Limits(instance_seconds=1.0, candidate_seconds=5.0)
+    failed = supervise_late([{"loaded": True}, {"index": 0, "solution": 0, "at": 0.1}, {"index": 3, "invalid": "no"}], 4, limits)
+    assert failed.failure == "no" and failed.failed_index == 3
+    out_of_range = supervise_late([{"loaded": True}, {"index": 9, "invalid": "no"}], 4, limits)
+    assert out_of_range.failure == "no" and out_of_range.failed_index == 0
 
 
 def test_a_child_that_keeps_its_channel_open_is_read_long_before_any_deadline() -> None:

@@ -1,9 +1,11 @@
-"""The wire between a sandboxed child and the trusted parent.
+"""The wires between the sandboxed candidate, its trusted driver process and the parent.
 
-Messages are length-prefixed JSON frames. JSON, not pickle, because the parent must never run
-code chosen by the child: unpickling a hostile stream executes arbitrary callables. Solutions
-(lists, tuples, numbers, numeric numpy arrays) are encoded into a tagged JSON form that decodes
-to plain data and nothing else.
+Whatever a trusted process reads from a less trusted one is a length-prefixed JSON frame. JSON,
+not pickle, because a trusted process must never run code chosen by the candidate: unpickling a
+hostile stream executes arbitrary callables. Calls, answers and solutions (lists, tuples, numbers,
+numeric numpy arrays) are encoded into a tagged JSON form that decodes to plain data and nothing
+else. The candidate also marks its progress through a batch of calls in a shared ``Progress``
+page, which the driver reads only to judge a deadline.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import base64
 import json
 import math
+import mmap
+import os
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -57,6 +61,49 @@ def frame(message: dict[str, Any]) -> bytes:
     """One message as a length-prefixed frame."""
     payload = _encode(message).encode()
     return _HEADER.pack(len(payload)) + payload
+
+
+def read_frame(fd: int) -> dict[str, Any]:
+    """The next message from a trusted writer on ``fd`` (blocking); EOFError when it has closed."""
+    (size,) = _HEADER.unpack(read_exactly(fd, _HEADER.size))
+    return json.loads(read_exactly(fd, size))
+
+
+def read_exactly(fd: int, size: int) -> bytes:
+    chunks, remaining = [], size
+    while remaining:
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise EOFError("the channel closed in the middle of a message")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class Progress:
+    """A page shared by a driver and its candidate: how far the candidate is in a batch of calls.
+
+    The candidate records (batch number, calls answered, when the last one ended) after each call;
+    the driver reads it only while it waits, to know which call is running and since when. A
+    candidate that writes nonsense here only misplaces the blame for its own overrun.
+    """
+
+    _RECORD = struct.Struct("<qqd")
+
+    def __init__(self) -> None:
+        self._page = mmap.mmap(-1, self._RECORD.size)  # anonymous and shared: survives the fork
+
+    def record(self, batch: int, answered: int, at: float) -> None:
+        self._RECORD.pack_into(self._page, 0, batch, answered, at)
+
+    def read(self) -> tuple[int, int, float]:
+        return self._RECORD.unpack_from(self._page, 0)
 
 
 class FrameReader:

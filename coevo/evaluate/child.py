@@ -1,16 +1,16 @@
-"""The body of one sandboxed child, from the fork until ``os._exit``.
+"""The sandboxed candidate process: the candidate's function, and nothing a score depends on.
 
-Trusted set-up happens first (process group, stdio, a uid of its own; the namespaces, the empty
-root, the empty environment, the seccomp filter, no-new-privileges and default signal dispositions
-are inherited from the fork server), then the child waits for its job, applies its resource
-limits, arms the guards, and only then runs candidate code. Every instance's solution is reported as soon as it
-is built, so the parent can hold the candidate to a per-instance deadline.
+Its trusted driver process (``driver.py``) forks it, and it confines itself before any candidate
+code runs: every descriptor but its two pipes closed, a uid of its own (or no capabilities), the
+resource limits, the per-child seccomp filter where children share a uid, then the Python guards.
+The namespaces, the empty root and the empty environment come from the fork server. It then
+loads the candidate's module and answers the driver's batches of calls with ``Task.answer``,
+until the driver closes the calls pipe.
 
-Each page of the fork server's memory that a child writes to is copied first (a few
-microseconds per page), so whatever can be built before the fork is built there, once
-(``Prepared``), and the job arrives as a fixed header and the module already compiled by the
-parent: running the compiler in a fresh child costs about 0.3 ms of copied pages, loading its
-marshalled output a small fraction of that.
+Nothing here is trusted by anyone: a candidate that takes this process over (the guards off,
+raw memory) can only change the answers it sends, which the driver checks against the state it
+holds. Whatever can be built before the fork is built in the fork server, once (``Prepared``):
+every page a child writes is copied first.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import builtins
 import marshal
 import os
-import struct
 import sys
 import time
 import types
@@ -26,8 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from coevo import pyast
-from coevo.evaluate.channel import encode_solution, frame
+from coevo.evaluate.channel import Progress, decode_solution, encode_solution, frame, read_frame, write_all
 from coevo.evaluate.guard import Guard
 from coevo.evaluate.isolation import apply_limits, drop_privileges
 from coevo.evaluate.seccomp import SyscallFilter
@@ -35,37 +33,10 @@ from tasks.base import Instance, InvalidSolution, Task
 
 EXIT_SETUP_FAILED = 87
 
-_JOB_HEADER = struct.Struct("<IdQQ")
-"""memory_mb, cpu_seconds, file_bytes, length of the marshalled module that follows."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """What the parent sends a child: the candidate's compiled module and its resource limits."""
-
-    module: bytes
-    """The candidate's module code object, marshalled (the parent compiled it: see the module doc)."""
-    memory_mb: int
-    cpu_seconds: float
-    file_bytes: int
-
-    @classmethod
-    def compile(cls, source: str, memory_mb: int, cpu_seconds: float, file_bytes: int) -> Job:
-        """The job for ``source``, compiled here in the trusted parent; raises SyntaxError or ValueError."""
-        return cls(marshal.dumps(pyast.compile_module(source, "<candidate>")), memory_mb, cpu_seconds, file_bytes)
-
-    def encode(self) -> bytes:
-        return _JOB_HEADER.pack(self.memory_mb, self.cpu_seconds, self.file_bytes, len(self.module)) + self.module
-
-    @classmethod
-    def read(cls, fd: int) -> Job:
-        memory_mb, cpu_seconds, file_bytes, length = _JOB_HEADER.unpack(_read_exactly(fd, _JOB_HEADER.size))
-        return cls(_read_exactly(fd, length), memory_mb, cpu_seconds, file_bytes)
-
 
 @dataclass(frozen=True)
 class Prepared:
-    """What every child needs, built once in the fork server and inherited through the fork."""
+    """What every driver and candidate needs, built once in the fork server and inherited."""
 
     task: Task
     instances: list[Instance]
@@ -87,65 +58,53 @@ class Prepared:
 
 @dataclass(frozen=True)
 class ChildSetup:
-    """What the fork server hands each child to finish its confinement."""
+    """What the fork server hands each driver, and the driver its candidate, for their confinement."""
 
     stdio: int
     """An open /dev/null (the empty root has no /dev), for stdin, stdout and stderr."""
     own_uid: bool
     syscall_filter: SyscallFilter | None
-    """Installed in each child where children share a uid (see ``zygote``)."""
+    """Installed in each candidate where candidates share a uid (see ``zygote``)."""
 
 
-def run_child(conn_fd: int, prepared: Prepared, setup: ChildSetup) -> NoReturn:
-    """Isolate this process, run the job read from ``conn_fd``, report, and exit."""
+@dataclass(frozen=True)
+class CandidateJob:
+    """What the driver hands its candidate process at the fork."""
+
+    module: bytes
+    """The candidate's module code object, marshalled by the trusted parent."""
+    memory_mb: int
+    cpu_seconds: float
+    file_bytes: int
+    calls: int
+    """The read end of the driver's batches of calls."""
+    answers: int
+    """The write end for this process's messages to the driver."""
+    progress: Progress
+
+
+def run_candidate(job: CandidateJob, prepared: Prepared, setup: ChildSetup) -> NoReturn:
+    """Confine this freshly forked process, load the candidate, answer the driver's calls, exit."""
+    send: Callable[[dict[str, Any]], None] = lambda message: write_all(job.answers, frame(message))  # noqa: E731
     exit_code = EXIT_SETUP_FAILED
     try:
-        _isolate(conn_fd, setup.stdio)
+        low, high = sorted((job.calls, job.answers))
+        os.closerange(3, low)  # the driver's channel to the parent above all
+        os.closerange(low + 1, high)
+        os.closerange(high + 1, 1 << 16)
         drop_privileges(setup.own_uid)
-        job = Job.read(conn_fd)  # a child may be forked ahead of need: it waits here for its job
         apply_limits(job.memory_mb, job.cpu_seconds, job.file_bytes)
         if setup.syscall_filter is not None:
             setup.syscall_filter.install()
         exit_code = 0
-        _run(job, prepared, lambda message: _send(conn_fd, message))
-    except BaseException as error:  # noqa: BLE001 - the child must always report, then exit
-        _send(conn_fd, {"error": f"sandbox failure: {type(error).__name__}: {error}"})
+        _run(job, prepared, send)
+    except BaseException as error:  # noqa: BLE001 - the candidate must always report, then exit
+        send({"error": f"sandbox failure: {type(error).__name__}: {error}"})
     finally:
-        try:
-            # The parent waits for this hang-up, not for each message; closing the channel here
-            # signals it at once, where exiting would close it only after the memory is torn down.
-            os.close(conn_fd)
-        finally:
-            os._exit(exit_code)
+        os._exit(exit_code)
 
 
-def _isolate(conn_fd: int, stdio: int) -> None:
-    """Own process group, stdio on /dev/null, no other inherited descriptor."""
-    os.setpgid(0, 0)
-    for fd in (0, 1, 2):
-        os.dup2(stdio, fd)
-    os.closerange(3, conn_fd)
-    os.closerange(conn_fd + 1, 1 << 16)
-
-
-def _read_exactly(fd: int, size: int) -> bytes:
-    chunks, remaining = [], size
-    while remaining:
-        chunk = os.read(fd, min(remaining, 1 << 20))
-        if not chunk:
-            raise EOFError("the parent closed the channel before sending the job")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def _send(fd: int, message: dict[str, Any]) -> None:
-    data = memoryview(frame(message))
-    while data:
-        data = data[os.write(fd, data) :]
-
-
-def _describe(error: BaseException, memory_mb: int) -> str:
+def describe(error: BaseException, memory_mb: int) -> str:
     if isinstance(error, MemoryError):
         return f"MemoryError (memory limit {memory_mb} MiB)"
     try:
@@ -155,39 +114,57 @@ def _describe(error: BaseException, memory_mb: int) -> str:
     return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
 
 
-def _run(job: Job, prepared: Prepared, send: Callable[[dict[str, Any]], None]) -> None:
-    """Arm the guards, execute the candidate, and stream one message per instance.
-
-    Messages carry the child's monotonic clock (shared by all processes on the machine), so
-    the parent can read them in one go at the end and still check each instance's deadline.
-    """
-    task, namespace, function_name = prepared.task, prepared.namespace, prepared.task.function_name
+def _run(job: CandidateJob, prepared: Prepared, send: Callable[[dict[str, Any]], None]) -> None:
+    """Arm the guards, execute the candidate's module, then answer batches of calls."""
+    function_name = prepared.task.function_name
     module_code = marshal.loads(job.module)  # written by the trusted parent
     if prepared.guard is not None:
         prepared.guard.arm(module_code, lambda reason: send({"violation": reason}))
     try:
-        exec(module_code, namespace)  # noqa: S102 - the candidate, under the guards just armed
+        exec(module_code, prepared.namespace)  # noqa: S102 - the candidate, under the guards just armed
     except BaseException as error:  # noqa: BLE001
-        send({"error": f"the module raised {_describe(error, job.memory_mb)}"})
+        send({"error": f"the module raised {describe(error, job.memory_mb)}"})
         return
-    heuristic = namespace.get(function_name)
-    if not callable(heuristic):
+    function = prepared.namespace.get(function_name)
+    if not callable(function):
         send({"error": f"{function_name} is not a function"})
         return
     send({"loaded": True})
-    last = len(prepared.instances) - 1
-    for index, instance in enumerate(prepared.instances):
+    _answer_calls(job, prepared, function, send)
+
+
+def _answer_calls(
+    job: CandidateJob, prepared: Prepared, function: Callable[..., Any], send: Callable[[dict[str, Any]], None]
+) -> None:
+    """One reply per batch: every call's answer and how long it took, or the first call's failure.
+
+    ``Task.answer_state`` is built on an instance's first call and kept while the instance has
+    calls: an instance missing from a batch has finished (every live driver calls once per step).
+    """
+    task, instances, function_name = prepared.task, prepared.instances, prepared.task.function_name
+    states: dict[int, Any] = {}
+    batch_number = 0
+    while True:
         try:
-            solution = encode_solution(task.construct(heuristic, instance))
-        except InvalidSolution as invalid:
-            send({"index": index, "invalid": str(invalid)})
-            return
-        except BaseException as error:  # noqa: BLE001
-            send({"index": index, "error": f"{function_name} raised {_describe(error, job.memory_mb)}"})
-            return
-        message = {"index": index, "solution": solution, "at": time.monotonic()}
-        if index == last:
-            message["done"] = True  # in the same frame: one write and one read fewer per candidate
-        send(message)
-    if last < 0:
-        send({"done": True})
+            batch = read_frame(job.calls)["calls"]
+        except EOFError:
+            return  # the driver is done with this candidate
+        batch_number += 1
+        answers, seconds, kept = [], [], {}
+        for position, (index, encoded_args) in enumerate(batch):
+            args = decode_solution(encoded_args)
+            state = kept[index] = states[index] if index in states else task.answer_state(instances[index])
+            started = time.monotonic()
+            try:
+                answers.append(encode_solution(task.answer(function, state, *args)))
+            except InvalidSolution as invalid:
+                send({"call": position, "invalid": str(invalid)})
+                return
+            except BaseException as error:  # noqa: BLE001
+                send({"call": position, "error": f"{function_name} raised {describe(error, job.memory_mb)}"})
+                return
+            finished = time.monotonic()
+            seconds.append(finished - started)
+            job.progress.record(batch_number, position + 1, finished)
+        states = kept
+        send({"answers": answers, "seconds": seconds})

@@ -156,6 +156,13 @@ def die_with_parent() -> None:
     _LIBC.prctl(_PR_SET_DUMPABLE, 0)
 
 
+def die_with_parent() -> None:
+    """Die with the process that forked this one, and refuse to be traced or dumped (a candidate's
+    trusted driver: nothing may outlive the fork server, and no candidate may read its memory)."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _LIBC.prctl(_PR_SET_DUMPABLE, 0)
+
+
 def apply_limits(memory_mb: int, cpu_seconds: float, file_bytes: int) -> None:
     """Hard limits (soft = hard, so the process cannot raise them back)."""
     cpu = math.ceil(cpu_seconds) + 1

@@ -2,9 +2,9 @@
 
 Each instance is a short vector of values; the heuristic ``pick(values) -> int`` names one
 index and the objective is the value there. It is cheap enough that evaluating a trivial
-candidate measures the sandbox's own overhead, and it has the full Task protocol (splits,
-construct inside the sandbox, validation in the parent), so the evaluator can be tested
-without any of the real problems.
+candidate measures the sandbox's own overhead, and it has the full Task protocol (splits, a
+trusted driver, one call answered in the sandbox per instance, validation in the parent), so
+the evaluator can be tested without any of the real problems.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.base import Instance, InstanceGroup, InvalidSolution, SplitName, Task
+from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, SplitName, Task
 from tasks.checks import returned_index
 
 _SPLIT_SEEDS = {"search": 11, "val": 12, "test": 13}
@@ -36,8 +36,11 @@ class ProbeTask(Task):
         instances = [{"values": rng.random(VALUES_PER_INSTANCE)} for _ in range(_SPLIT_SIZES[split])]
         return [InstanceGroup(f"n{VALUES_PER_INSTANCE}", instances)]
 
-    def construct(self, heuristic: Callable[..., Any], instance: Instance) -> Any:
-        return returned_index(heuristic(instance["values"].copy()), self.function_name)
+    async def drive(self, heuristic: Heuristic, instance: Instance) -> int:
+        return returned_index(await heuristic(), self.function_name)
+
+    def answer(self, function: Callable[..., Any], state: Instance) -> int:
+        return returned_index(function(state["values"].copy()), self.function_name)
 
     def score(self, instance: Instance, solution: Any) -> float:
         if type(solution) is not int:

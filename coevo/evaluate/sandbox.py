@@ -1,11 +1,12 @@
-"""The parent's side of the sandbox: hand a candidate to the fork server and supervise it.
+"""The parent's side of the sandbox: hand a candidate to the fork server and collect its solutions.
 
 The parent never runs candidate code. The warm fork server (``zygote.py``) holds the instances
-and forks a fresh child per candidate, in batches ahead of need; the parent sends the job to
-one waiting child, reads one message per instance, and kills the child's whole process group
-with SIGKILL the moment a deadline passes: per instance (no progress for ``instance_seconds``)
-or per candidate (``candidate_seconds`` in all). Thread-safe: one ``Sandbox`` serves many
-concurrent ``run`` calls.
+and forks a fresh, trusted driver process per candidate, in batches ahead of need; the parent
+sends the job to one waiting driver, which forks the sandboxed candidate process, runs the
+task's drivers against it and judges the per-instance and per-candidate limits (``driver.py``).
+The parent reads one message per instance and, should the driver itself overrun the candidate's
+time, kills its whole process group (the candidate's too) with SIGKILL. Thread-safe: one
+``Sandbox`` serves many concurrent ``run`` calls.
 """
 
 from __future__ import annotations
@@ -28,17 +29,19 @@ from typing import Any, Self
 from coevo import pyast
 from coevo.plugins import spec_of
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD, ChannelError, FrameReader, decode_solution
-from coevo.evaluate.child import EXIT_SETUP_FAILED, Job
-from coevo.evaluate.guard import EXIT_VIOLATION
+from coevo.evaluate.driver import MAX_CANDIDATE_BYTES, Job, exit_reason
 from coevo.evaluate.isolation import inherited_environment
 from tasks.base import Instance, Task
 
 _ZYGOTE_START_SECONDS = 60.0
 _REAP_GRACE_SECONDS = 5.0
 _DRAIN_SECONDS = 0.01
-"""How often a supervisor reads a running child's messages: often enough that a child never waits
+"""How often a supervisor reads a running driver's messages: often enough that a driver never waits
 long on a full channel, rarely enough that a long candidate costs the parent ~100 wake-ups a second,
 not one per instance."""
+_DEADLINE_GRACE_SECONDS = 0.5
+"""How long past the candidate's deadline the parent waits for the driver's own verdict (which
+names the instance) before it kills both processes itself."""
 _MIN_BATCH = 16
 """Children forked per batch at the least: the fork server's own page copies after a fork are
 shared by the whole batch (16: 36 copied pages per candidate, against 49 with 8), while each waiting
@@ -56,8 +59,6 @@ _WARNED_LAYERS: set[str] = set()
 
 
 SKIPPABLE_LAYERS = frozenset({"filesystem", "seccomp", "own_uids"})
-MAX_CANDIDATE_BYTES = 256 << 20
-"""Most bytes one candidate may send in all, whatever its frames."""
 _SOLUTION_KEYS = (frozenset({"index", "solution", "at"}), frozenset({"index", "solution", "at", "done"}))
 _FAILURE_KEYS = frozenset({"invalid", "error", "violation"})
 
@@ -175,7 +176,7 @@ class Sandbox:
     def run(self, code: str, limits: Limits) -> Outcome:
         """Run the candidate over the instances in a fresh child, under ``limits``."""
         try:
-            job = Job.compile(code, limits.memory_mb, limits.candidate_seconds, limits.file_bytes)
+            job = Job.compile(code, limits)
         except (SyntaxError, ValueError) as error:
             return Outcome((), pyast.unparsable_reason(error), None)
         with self._lock:
@@ -333,18 +334,18 @@ class _Child:
 
 
 class _Supervisor:
-    """Feeds one child its job and watches its messages, its exit, and the two deadlines.
+    """Feeds one driver its job and watches its messages, its exit, and the candidate's deadline.
 
-    The child's pid and exit status come from the fork server through the status pipe; they
-    are read only when needed (to kill the child, or to explain why it died). A quick candidate
-    thus costs this thread a single wake-up: the child's hang-up after its last message.
+    The driver judges the limits itself; this is the backstop should it overrun (its own work,
+    such as an ACO colony, counts towards the candidate's time). The driver's pid and exit status
+    come from the fork server through the status pipe; they are read only when needed (to kill it,
+    or to explain why it died). A quick candidate thus costs this thread a single wake-up: the
+    driver's hang-up after its last message.
     """
 
     def __init__(self, child: _Child, count: int, limits: Limits, started: float) -> None:
         self.child, self.conn, self.count, self.limits = child, child.conn, count, limits
-        self.candidate_deadline = started + limits.candidate_seconds
-        self.instance_deadline = started + limits.instance_seconds
-        self.last_progress = started
+        self.candidate_deadline = started + limits.candidate_seconds + _DEADLINE_GRACE_SECONDS
         self.reader = FrameReader()
         self.solutions: list[Any] = []
         self.failure: str | None = None
@@ -372,10 +373,13 @@ class _Supervisor:
             self._fail(self._exit_reason())
         return Outcome(tuple(self.solutions), self.failure, self.failed_index)
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, index: int | None = None) -> None:
+        """Fail the run; ``index`` names the instance (by default the first without a solution)."""
         if self.failure is None:
             self.failure = reason
-            if self.loaded and len(self.solutions) < self.count:
+            if index is not None:
+                self.failed_index = index
+            elif self.loaded and len(self.solutions) < self.count:
                 self.failed_index = len(self.solutions)
 
     def _send_job(self, job: bytes) -> None:
@@ -387,16 +391,16 @@ class _Supervisor:
         self.conn.setblocking(False)
 
     def _watch(self) -> None:
-        """Wake when the child ends its side of the channel, at a deadline, or to drain the channel.
+        """Wake when the driver ends its side of the channel, at the deadline, or to drain the channel.
 
         A message does not wake this thread (the poll asks for hang-ups only): messages carry the
-        child's clock, so they can be read in batches and still be judged per instance.
+        driver's clock, so they can be read in batches and still be judged against the deadline.
         """
         poller = select.poll()
         poller.register(self.conn, select.POLLRDHUP)
         while not self._finished():
             now = time.monotonic()
-            deadline = min(self.candidate_deadline, self.instance_deadline)
+            deadline = self.candidate_deadline
             if now >= deadline:
                 # This process may wake late (a busy machine, other threads): what the child has
                 # already sent is judged first, by the child's own timestamps (see _handle).
@@ -411,17 +415,13 @@ class _Supervisor:
         return self.done or self.failure is not None or self.child_closed
 
     def _fail_if_past(self, moment: float) -> bool:
-        """Fail the run, naming the deadline that passed first, if ``moment`` is at or past one."""
-        if moment < min(self.candidate_deadline, self.instance_deadline):
+        """Fail the run if ``moment`` is at or past the candidate's deadline."""
+        if moment < self.candidate_deadline:
             return False
-        if self.instance_deadline < self.candidate_deadline:
-            where = "" if self.loaded else " in the module's top-level code"
-            self._fail(f"timed out{where} (per-instance limit {self.limits.instance_seconds:g} s)")
-        else:
-            self._fail(
-                f"exceeded the per-candidate time limit of {self.limits.candidate_seconds:g} s "
-                f"after {len(self.solutions)} of {self.count} instances"
-            )
+        self._fail(
+            f"exceeded the per-candidate time limit of {self.limits.candidate_seconds:g} s "
+            f"after {len(self.solutions)} of {self.count} instances"
+        )
         return True
 
     def _read_messages(self) -> None:
@@ -439,7 +439,7 @@ class _Supervisor:
                 raise ChannelError(f"the child sent more than {MAX_CANDIDATE_BYTES >> 20} MiB")
             for message in self.reader.feed(chunk):
                 self._handle(message)
-            if time.monotonic() >= min(self.candidate_deadline, self.instance_deadline):
+            if time.monotonic() >= self.candidate_deadline:
                 return  # _watch judges the deadline
 
     def _handle(self, message: dict[str, Any]) -> None:
@@ -451,13 +451,9 @@ class _Supervisor:
                 raise ChannelError("the child reported solutions out of order")
             if type(at) not in (int, float):
                 raise ChannelError("the child sent a solution without a valid time")
-            # The child's clock is the machine's monotonic clock; clamp it so it cannot lie.
-            finished = min(max(float(at), self.last_progress), time.monotonic())
-            if self._fail_if_past(finished):  # read late, but the instance overran all the same
+            if self._fail_if_past(min(float(at), time.monotonic())):  # read late, but sent past the deadline
                 return
             self.solutions.append(decode_solution(message["solution"]))
-            self.last_progress = finished
-            self.instance_deadline = finished + self.limits.instance_seconds
             self.done = message.get("done") is True and len(self.solutions) == self.count
         elif message == {"loaded": True} and not self.loaded:
             self.loaded = True
@@ -465,7 +461,9 @@ class _Supervisor:
             self.done = True
         elif len(failure := keys - {"index"}) == 1 and failure <= _FAILURE_KEYS:
             (kind,) = failure
-            self._fail(str(message[kind])[:500])
+            index = message.get("index")
+            named = type(index) is int and self.loaded and len(self.solutions) <= index < self.count
+            self._fail(str(message[kind])[:500], index if named else None)
         else:
             raise ChannelError(f"the child sent an unexpected message {sorted(message)[:5]}")
 
@@ -488,23 +486,8 @@ class _Supervisor:
             child.read_status(_REAP_GRACE_SECONDS)
 
     def _exit_reason(self) -> str:
+        """Why the driver ended without its verdict (it judges its candidate's end itself)."""
         progress = f"after {len(self.solutions)} of {self.count} instances"
-        status = self.child.exit_status
-        if status is None and self.child.server_gone:
+        if self.child.exit_status is None and self.child.server_gone:
             return f"the sandbox's fork server died {progress}"
-        if status is None:
-            return f"the fork server did not report how the candidate process ended {progress}"
-        if os.WIFSIGNALED(status):
-            signum = os.WTERMSIG(status)
-            cause = {
-                signal.SIGXCPU: " (CPU-time limit)",
-                signal.SIGKILL: " (CPU-time or memory limit)",
-                signal.SIGXFSZ: " (file-size limit)",
-            }.get(signum, "")
-            return f"the candidate process was killed by {signal.Signals(signum).name}{cause} {progress}"
-        code = os.WEXITSTATUS(status)
-        if code == EXIT_VIOLATION:
-            return f"the candidate broke the sandbox rules {progress}"
-        if code == EXIT_SETUP_FAILED:
-            return "the sandbox failed to set up the candidate process"
-        return f"the candidate process exited with code {code} {progress}"
+        return exit_reason(self.child.exit_status, progress)

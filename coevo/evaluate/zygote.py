@@ -1,4 +1,7 @@
-"""The fork server: a warm process that forks one fresh, isolated child per candidate.
+"""The fork server: a warm process that forks one fresh driver process per candidate.
+
+Each driver (``driver.py``) forks the candidate's sandboxed process in turn; "child" below means
+the driver together with it.
 
 Importing numpy and the task costs far more than a fork, so this process pays it once and every
 candidate starts from a copy. It also holds the instances being evaluated (read once, at start),
@@ -39,7 +42,8 @@ import threading
 from collections.abc import Iterator
 
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD
-from coevo.evaluate.child import ChildSetup, Prepared, run_child
+from coevo.evaluate.child import ChildSetup, Prepared
+from coevo.evaluate.driver import run_driver
 from coevo.evaluate.isolation import become_subreaper, confine_server, erase_environment, forbid_privilege_gain
 from coevo.evaluate.policy import PRELOADED_MODULES
 from coevo.evaluate.seccomp import DENIED_SYSCALLS, SeccompUnavailable, SyscallFilter
@@ -161,7 +165,7 @@ class _ForkServer:
     def _fork(self, conn_fd: int) -> int:
         pid = os.fork()
         if pid == 0:
-            run_child(conn_fd, self.prepared, self.setup)  # closes every descriptor but conn_fd
+            run_driver(conn_fd, self.prepared, self.setup)  # closes every descriptor but conn_fd
         return pid
 
     def _reap(self) -> None:
