@@ -4,7 +4,9 @@ Every case in tests/breach/ runs with the guards off (real builtins, no static c
 hook), so it has ``os``, ``ctypes`` and ``socket``. Each must be refused by the OS layer: the
 candidate itself reports any attempt that was not refused, and this test checks from outside
 that no file, socket, process or variable was reached, and that the next candidate finds
-nothing of it.
+nothing of it. Every case runs in two layerings: a uid of its own per candidate (root's), and
+the one a user without root gets, where candidates share a uid (built here by leaving that
+layer out, so a machine that runs the tests as root checks both).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from coevo.evaluate.probe import ProbeTask
 from tasks.references import DATA_DIR
 
 BREACH_DIR = Path(__file__).with_name("breach")
+CHECKOUT = Path(__file__).resolve().parents[1]
 PRELUDE = (BREACH_DIR / "prelude.py").read_text()
 LIMITS = Limits(instance_seconds=5.0, candidate_seconds=8.0, memory_mb=320)
 SECRET_NAME, SECRET = "COEVO_BREACH_SECRET", uuid.uuid4().hex
@@ -71,6 +74,8 @@ class Host:
             "{SECRET}": SECRET,
             "{PARENT_PID}": os.getpid(),
             "{SIBLING_PID}": sibling_pid,
+            "{CHECKOUT}": CHECKOUT,
+            "{CWD}": Path.cwd(),
         }.items():
             code = code.replace(placeholder, str(value))
         return code
@@ -89,14 +94,20 @@ class Host:
         return found
 
 
-@pytest.fixture(scope="module")
-def evaluator() -> Iterator[Evaluator]:
+LAYERINGS = {"own uids": frozenset(), "shared uid": frozenset({"own_uids"})}
+
+
+@pytest.fixture(scope="module", params=list(LAYERINGS))
+def evaluator(request: pytest.FixtureRequest) -> Iterator[Evaluator]:
+    skipped = LAYERINGS[request.param]
+    if skipped and os.geteuid() != 0:
+        pytest.skip("without root every candidate shares one uid: the other layering is this one")
     os.environ[SECRET_NAME] = SECRET  # the evaluator's environment holds a secret
     try:
-        with Evaluator(ProbeTask(), limits=LIMITS, python_guards=False, workers=2) as unguarded:
+        with Evaluator(ProbeTask(), limits=LIMITS, python_guards=False, workers=2, skipped_layers=skipped) as unguarded:
             unguarded.evaluate(ProbeTask().seed_code())  # starts the fork server, which reports its layers
             # Without root, children share one uid and seccomp refuses them kill and fork instead.
-            optional = set() if os.geteuid() == 0 else {"own_uids"}
+            optional = {"own_uids"} if skipped or os.geteuid() != 0 else set()
             missing = [name for name, held in unguarded.sandbox.layers.items() if held is not True and name not in optional]
             if missing:  # the evaluator has warned; with the guards off such a machine is not safe
                 pytest.skip(f"this kernel does not provide the sandbox layers {missing}")
@@ -122,7 +133,7 @@ def candidates_of(evaluator: Evaluator) -> list[psutil.Process]:
 
 def test_the_guards_are_really_off(evaluator: Evaluator) -> None:
     """The switch works: a candidate has the real os module and runs as a uid of its own."""
-    own_uid = f"os.getuid() == {CANDIDATE_UID_BASE} + os.getpid()" if os.geteuid() == 0 else "True"
+    own_uid = f"os.getuid() == {CANDIDATE_UID_BASE} + os.getpid()" if evaluator.sandbox.layers["own_uids"] else "True"
     code = f"import os\n\ndef pick(values):\n    assert {own_uid} and open is __builtins__.open\n    return 0\n"
     result = evaluator.evaluate(code)
     assert result.valid, result.reason

@@ -70,7 +70,8 @@ class Evaluator:
     ``limit`` keeps only the first N instances of the split. ``static_check=False`` skips the
     static policy check and exists only to test the sandbox's run-time layers on their own;
     ``python_guards=False`` also drops the run-time Python guards (candidates get the real
-    builtins), to test that the kernel layers hold on their own.
+    builtins), to test that the kernel layers hold on their own; ``skipped_layers`` leaves
+    kernel layers out (``Sandbox``), to test the layering a machine without them gets.
     """
 
     def __init__(
@@ -84,12 +85,14 @@ class Evaluator:
         cache_dir: str | os.PathLike[str] | None = None,
         static_check: bool = True,
         python_guards: bool = True,
+        skipped_layers: frozenset[str] = frozenset(),
     ) -> None:
         self.task = get_task(task) if isinstance(task, str) else task
         self.split = split
         self.workers = workers or os.cpu_count() or 1
         self.static_check = static_check and python_guards
         self.python_guards = python_guards
+        self.skipped_layers = skipped_layers
         self._cache = ResultCache(cache_dir)
         self._groups = self.task.groups(split)
         self._instances: list[Instance] = []
@@ -104,7 +107,9 @@ class Evaluator:
         self.limits = limits or default_limits(self.task, len(self._instances))
         self._payload = InstancePayload.of(self._instances)
         self.instance_set_hash = instance_hash(self._instances)
-        self._sandbox = Sandbox(self.task, self._payload, parallel=self.workers, python_guards=python_guards)
+        self._sandbox = Sandbox(
+            self.task, self._payload, parallel=self.workers, python_guards=python_guards, skipped_layers=skipped_layers
+        )
 
     def __enter__(self) -> Self:
         return self
@@ -127,6 +132,7 @@ class Evaluator:
         """The cached verdict on ``code``, computing it if needed."""
         digest = pyast.source_sha256(code)
         settings = repr(self.limits) + ("" if self.python_guards else " python_guards=False")
+        settings += f" skipped_layers={sorted(self.skipped_layers)}" if self.skipped_layers else ""
         key = cache_key(digest, self.task.name, self.split, self.instance_set_hash, settings)
         cached = self._cache.get(key)
         if cached is not None:

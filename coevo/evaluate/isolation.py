@@ -14,6 +14,7 @@ import math
 import os
 import resource
 import signal
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -38,6 +39,8 @@ _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
 _ROOT_MOUNT_POINTS = ("/tmp", "/mnt", "/dev")
 """Where the empty root is first mounted (inside the private namespace, so the host sees nothing)."""
+_HOST_PATH_ATTRIBUTES = ("executable", "_base_executable", "prefix", "exec_prefix", "base_prefix", "base_exec_prefix",
+                         "_stdlib_dir")  # fmt: skip
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -104,7 +107,20 @@ def _pivot_into_empty_root() -> bool:
     os.rmdir("/old-root")
     if _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags) != 0:
         raise OSError(ctypes.get_errno(), "could not make the empty root read-only")
+    _forget_host_paths()
     return True
+
+
+def _forget_host_paths() -> None:
+    """Empty what ``sys`` says about the files this process started from (the checkout, the
+    virtual environment, the working directory, the interpreter): under the empty root those
+    paths lead nowhere, and a child should not learn them. Every module is already loaded."""
+    for listing in (sys.path, sys.argv, getattr(sys, "orig_argv", [])):
+        listing.clear()
+    sys.path_importer_cache.clear()
+    for name in _HOST_PATH_ATTRIBUTES:
+        if hasattr(sys, name):
+            setattr(sys, name, "")
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> int:
@@ -147,13 +163,6 @@ def erase_environment() -> None:
 def become_subreaper() -> None:
     """Orphans of our children are re-parented to us, so we can reap them."""
     _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1)
-
-
-def die_with_parent() -> None:
-    """Die with the process that forked this one, and refuse to be traced or dumped (a candidate's
-    trusted driver: nothing may outlive the fork server, and no candidate may read its memory)."""
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    _LIBC.prctl(_PR_SET_DUMPABLE, 0)
 
 
 def die_with_parent() -> None:

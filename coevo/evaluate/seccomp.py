@@ -21,7 +21,10 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_getfd",
     "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
     "lookup_dcookie", "io_uring_setup", "io_uring_enter", "io_uring_register",
-    # signals and process handles: a candidate may signal nothing, not even to probe a pid
+    # signals and process handles. The fork server needs kill and tgkill, so the filter every
+    # process below it inherits lets those two through (zygote.SERVER_SYSCALLS): as root, a
+    # candidate may call kill, and its uid of its own is what keeps the signal from any other
+    # process; where candidates share a uid, a second filter refuses them kill and tgkill too.
     "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
     "pidfd_open", "pidfd_send_signal",
     # new processes, threads, programs and namespaces
@@ -43,12 +46,40 @@ DENIED_SYSCALLS: tuple[str, ...] = (
 """System calls no heuristic needs. CPython itself needs none of them to run code that is
 already loaded: the fork server has imported every allowed module before any child starts."""
 
+_F_SETFL, _F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 4, 8, 10, 15
+_FIOASYNC, _FIOSETOWN, _SIOCSPGRP = 0x5452, 0x8901, 0x8902
+_COMMAND = 0xFFFF_FFFF
+"""The command argument of fcntl and ioctl is a 32-bit int: compared under this mask, so that
+setting the upper half of the register cannot slip a command past the filter."""
+
+DENIED_ARGUMENTS: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...] = (
+    ("fcntl", ((1, _COMMAND, _F_SETOWN),)),
+    ("fcntl", ((1, _COMMAND, _F_SETOWN_EX),)),
+    ("fcntl", ((1, _COMMAND, _F_SETSIG),)),
+    ("fcntl", ((1, _COMMAND, _F_SETFL), (2, os.O_ASYNC, os.O_ASYNC))),
+    ("ioctl", ((1, _COMMAND, _FIOSETOWN),)),
+    ("ioctl", ((1, _COMMAND, _SIOCSPGRP),)),
+    ("ioctl", ((1, _COMMAND, _FIOASYNC),)),
+)
+"""Calls refused by their arguments: (system call, ((argument, mask, value), ...)), refused when
+``argument & mask == value`` for every comparison. They make a file's owner, a process named by
+pid, receive a signal (any signal, with F_SETSIG) on every write: a signal that reaches what the
+uid does not protect, where candidates share one. (The ioctl numbers are the generic ones, as on
+x86 and arm.)"""
+
 _SONAME = "libseccomp.so.2"
 _SCMP_ACT_ALLOW = 0x7FFF0000
 _SCMP_ACT_ERRNO = 0x00050000
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _BPF_INSTRUCTION_BYTES = 8
+_SCMP_CMP_MASKED_EQ = 7
+
+
+class _ArgumentComparison(ctypes.Structure):
+    """libseccomp's ``struct scmp_arg_cmp``."""
+
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
 
 
 class _SockFprog(ctypes.Structure):
@@ -62,8 +93,12 @@ class SeccompUnavailable(Exception):
 class SyscallFilter:
     """A compiled filter, built once and installed in any number of forked children."""
 
-    def __init__(self, denied: tuple[str, ...] = DENIED_SYSCALLS) -> None:
-        self._program = ctypes.create_string_buffer(_compile(denied))
+    def __init__(
+        self,
+        denied: tuple[str, ...] = DENIED_SYSCALLS,
+        denied_arguments: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...] = DENIED_ARGUMENTS,
+    ) -> None:
+        self._program = ctypes.create_string_buffer(_compile(denied, denied_arguments))
         self._fprog = _SockFprog(len(self._program.raw) // _BPF_INSTRUCTION_BYTES, ctypes.addressof(self._program))
         self._prctl = ctypes.CDLL(None, use_errno=True).prctl
 
@@ -74,8 +109,8 @@ class SyscallFilter:
             raise OSError(code, f"seccomp filter refused: {os.strerror(code)}")
 
 
-def _compile(denied: tuple[str, ...]) -> bytes:
-    """The BPF program for ``denied``, compiled by libseccomp and read back as bytes."""
+def _compile(denied: tuple[str, ...], denied_arguments: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...]) -> bytes:
+    """The BPF program for ``denied`` and ``denied_arguments``, compiled by libseccomp and read back as bytes."""
     try:
         lib = ctypes.CDLL(ctypes.util.find_library("seccomp") or _SONAME, use_errno=True)
     except OSError:
@@ -91,11 +126,15 @@ def _compile(denied: tuple[str, ...]) -> bytes:
         raise SeccompUnavailable("libseccomp could not create a filter")
     program = os.memfd_create("coevo-seccomp")
     try:
-        for syscall in denied:
+        rules = [(syscall, ()) for syscall in denied] + list(denied_arguments)
+        for syscall, comparisons in rules:
             number = lib.seccomp_syscall_resolve_name(syscall.encode())
             if number < 0:
                 continue  # not a system call on this architecture
-            if lib.seccomp_rule_add_array(context, _SCMP_ACT_ERRNO | errno.EPERM, number, 0, None) != 0:
+            array = (_ArgumentComparison * len(comparisons))(
+                *(_ArgumentComparison(argument, _SCMP_CMP_MASKED_EQ, mask, value) for argument, mask, value in comparisons)
+            )
+            if lib.seccomp_rule_add_array(context, _SCMP_ACT_ERRNO | errno.EPERM, number, len(comparisons), array) != 0:
                 raise SeccompUnavailable(f"libseccomp refused the rule for {syscall}")
         if lib.seccomp_export_bpf(context, program) != 0:
             raise SeccompUnavailable("libseccomp could not export the filter")
