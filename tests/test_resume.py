@@ -87,6 +87,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path: Path, method
     kills = 0
     if kill_after(process, interrupted, steps=1, extra_seconds=0.0):
         kills += 1
+        assert show(interrupted)["status"] == "interrupted", "a run whose process is gone is not running"
     for steps, delay in ((3, 0.3), (5, 0.05)):
         process = coevo("resume", str(interrupted), wait=False)
         kills += kill_after(process, interrupted, steps=steps, extra_seconds=delay)
@@ -100,3 +101,25 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path: Path, method
     assert actual["weights_sha256"] == expected["weights_sha256"]
     assert actual["best"] == expected["best"]
     assert actual["llm_calls"] == expected["llm_calls"]  # an interrupted step leaves no trace
+
+
+def test_sigterm_stops_after_the_last_committed_step_and_says_how_to_resume(tmp_path: Path) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text(CONFIG.format(method="eoh"))
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    command = [sys.executable, "-m", "coevo.cli", "run", str(config), "--run-dir", str(run_dir)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while committed_steps(run_dir) < 1 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert err.strip().splitlines()[-1] == (
+        f"coevo: interrupted; `coevo resume {run_dir}` continues the run from its last committed step"
+    )
+    facts = show(run_dir)
+    assert facts["status"] == "interrupted" and facts["evaluations"] < 34
+    assert coevo("resume", str(run_dir)).returncode == 0
+    assert show(run_dir)["status"] == "finished"
