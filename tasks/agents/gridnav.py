@@ -1,6 +1,6 @@
 """Grid navigation: walk from a start room to a goal room H moves away, with feedback after every move.
 
-Why this one beside Sudoku: a 135M model makes progress on it (README, "Agent environments"), and
+Why this one beside Sudoku: a 135M model makes progress on it (experiments/agents/RESULTS.md), and
 its horizon is literal: H is the length of the shortest path, the turn budget is 3H, and every
 wasted move makes the goal harder to reach. Success needs one reading skill (compare two coordinates
 and pick the direction that closes the gap), which the reward checks end to end and which weights can
