@@ -19,6 +19,7 @@ CLI_DOC = ROOT / "docs" / "cli.md"
 PAGES = sorted(
     [*ROOT.glob("docs/*.md"), *ROOT.glob("experiments/*/RESULTS.md"), ROOT / "experiments" / "peers" / "FINDINGS.md"]
 )
+"""The reference and results pages; the README's links are checked with them."""
 HEADING = re.compile(r"^## `coevo ([a-z][a-z0-9 -]*)`$", flags=re.M)
 
 
@@ -72,6 +73,12 @@ def anchors(page: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_pages_cite_sources_inside_the_repository_or_by_name(page):
+    text = page.read_text(encoding="utf-8")
+    assert "REFERENCES" not in text, "cite the paper or repository, not a file the repository does not hold"
+
+
+@pytest.mark.parametrize("page", [*PAGES, ROOT / "README.md"], ids=lambda page: str(page.relative_to(ROOT)))
 def test_relative_links_resolve(page):
     for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
         if re.match(r"[a-z]+:", target):
