@@ -93,7 +93,7 @@ class CVRPACO(ACOTask):
         "routes that start and end at the depot and serve every customer once."
     )
     reference_name = "lower bound: max(m-TSP relaxation by LKH-3, radial 2*sum(q*r)/C)"
-    instance_seconds = 60.0  # CVRP100 test: 500 iterations, ~4 s of CPU
+    instance_seconds = 60.0  # set by the CVRP100 test instances (their timing: experiments/bench/RESULTS.md)
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         return list(_all_groups()[split])

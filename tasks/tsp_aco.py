@@ -5,8 +5,8 @@ Instances replay MCTS-AHD's ``tsp_aco`` generator (uniform in the unit square, o
 TSP20/50/100 (published validation; our val split keeps the first 16 TSP50), then 64 x TSP50/100
 (the published test sets). ReEvo's generator also draws 64 x TSP20 test instances before the
 TSP50 ones, and MCTS-AHD ships such a test20 file, so its test arrays may come from that order;
-measured on it, plain ACO scores 6.142 on TSP50 (6.131 here): the order does not explain the
-distance to the published 5.992.
+plain ACO scores alike on both orders, so the order does not explain the distance to the published
+figure (experiments/bench/RESULTS.md).
 
 Every colony setting is the published one (MCTS-AHD ``problems/tsp_aco``, identical in ReEvo):
 30 ants; 100 iterations when searching (ReEvo's ``eval.py``) and 500 at test (MCTS-AHD's
@@ -69,7 +69,7 @@ class TSPACO(ACOTask):
         "zeros prune edges. The goal is the shortest closed tour that visits every city once."
     )
     reference_name = "LKH-3 (elkai)"
-    instance_seconds = 30.0  # TSP100 test: 500 iterations, ~2 s of CPU
+    instance_seconds = 30.0  # set by the TSP100 test instances (their timing: experiments/bench/RESULTS.md)
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         return list(_all_groups()[split])
