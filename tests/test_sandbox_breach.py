@@ -28,6 +28,7 @@ import pytest
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.isolation import CANDIDATE_UID_BASE
 from coevo.evaluate.probe import ProbeTask
+from pid_namespace import is_namespace_init
 from tasks.references import DATA_DIR
 
 BREACH_DIR = Path(__file__).with_name("breach")
@@ -128,7 +129,8 @@ def host(tmp_path: Path) -> Iterator[Host]:
 def candidates_of(evaluator: Evaluator) -> list[psutil.Process]:
     spares = evaluator.sandbox.spare_pids()
     server = psutil.Process(evaluator.sandbox.server_pid)
-    return [child for child in server.children(recursive=True) if child.pid not in spares]
+    processes = server.children(recursive=True)
+    return [child for child in processes if child.pid not in spares and not is_namespace_init(child)]
 
 
 def test_the_guards_are_really_off(evaluator: Evaluator) -> None:
@@ -142,7 +144,7 @@ def test_the_guards_are_really_off(evaluator: Evaluator) -> None:
 
 
 def test_the_fork_server_holds_every_layer_and_an_empty_environment(evaluator: Evaluator) -> None:
-    assert set(evaluator.sandbox.layers) == {"network", "filesystem", "ipc", "own_uids", "seccomp"}
+    assert set(evaluator.sandbox.layers) == {"network", "filesystem", "ipc", "own_uids", "pids", "seccomp"}
     assert psutil.Process(evaluator.sandbox.server_pid).environ() == {}
 
 

@@ -8,6 +8,7 @@ costs a few system calls, not a namespace each.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import math
@@ -19,13 +20,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 CANDIDATE_UID_BASE = 2_000_000_000
-"""A candidate runs as uid (and gid) ``CANDIDATE_UID_BASE + its pid``: no other live process has
-that uid, so no other process is the candidate's to signal or trace, sibling candidates included.
-(pid_max is at most 2**22, so the range stays clear of the reserved uid -1.)"""
+"""A candidate runs as uid (and gid) ``CANDIDATE_UID_BASE + its pid`` (its pid in the fork server's
+PID namespace, where it has one): no other live process there has that uid, so no other process
+is the candidate's to signal or trace, sibling candidates included. Another fork server's
+candidates may have the same numbers, but in PID, mount, IPC and network namespaces of their own,
+none can name or reach the other. (pid_max is at most 2**22: the range stays clear of uid -1.)"""
 MAX_OPEN_FILES = 32
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -56,29 +60,71 @@ class Confinement:
     """A private IPC namespace: no System V or POSIX IPC object of the host is reachable."""
     own_uids: bool
     """Each child gets a uid of its own (needs root; in a user namespace children share one)."""
+    pids: bool
+    """A private PID namespace for every process the fork server forks: a candidate can neither see
+    nor name any process outside it (the fork server and the evaluator included)."""
 
     def missing(self) -> list[str]:
         return [name for name, held in vars(self).items() if not held]
 
 
 def confine_server(filesystem: bool = True, own_uids: bool = True) -> Confinement:
-    """Enter private network, mount and IPC namespaces and pivot into an empty root.
+    """Enter private network, mount, IPC and PID namespaces and pivot into an empty root.
 
     As root this needs no user namespace, and children can later take uids of their own. Without
     root, a user namespace maps this user to root inside it (where the kernel allows unprivileged
     user namespaces); children then share that one uid and lose their capabilities instead.
     ``filesystem=False`` and ``own_uids=False`` leave those layers out, only to measure their cost.
+    Where the kernel refuses a PID namespace (some containers), the rest is entered without one.
     """
     flags = _CLONE_NEWIPC | _CLONE_NEWNET | (_CLONE_NEWNS if filesystem else 0)
     root = os.geteuid() == 0 and own_uids
     if not root:
         uid, gid = os.geteuid(), os.getegid()
-        if _LIBC.unshare(flags | _CLONE_NEWUSER) != 0:
-            return Confinement(network=False, filesystem=False, ipc=False, own_uids=False)
+        pids = _unshare(flags | _CLONE_NEWUSER)
+        if pids is None:
+            return Confinement(network=False, filesystem=False, ipc=False, own_uids=False, pids=False)
         _map_ids(uid, gid)
-    elif _LIBC.unshare(flags) != 0:
-        return Confinement(network=_LIBC.unshare(_CLONE_NEWNET) == 0, filesystem=False, ipc=False, own_uids=True)
-    return Confinement(network=True, filesystem=filesystem and _pivot_into_empty_root(), ipc=True, own_uids=root)
+    else:
+        pids = _unshare(flags)
+        if pids is None:
+            network = _LIBC.unshare(_CLONE_NEWNET) == 0
+            return Confinement(network=network, filesystem=False, ipc=False, own_uids=True, pids=False)
+    held = filesystem and _pivot_into_empty_root()
+    if pids:
+        _start_namespace_init()
+    return Confinement(network=True, filesystem=held, ipc=True, own_uids=root, pids=pids)
+
+
+def _unshare(flags: int) -> bool | None:
+    """Enter the namespaces of ``flags`` and, where the kernel allows, a PID namespace for this
+    process's children: whether that one was entered, or None if even ``flags`` were refused."""
+    if _LIBC.unshare(flags | _CLONE_NEWPID) == 0:
+        return True
+    return False if _LIBC.unshare(flags) == 0 else None
+
+
+def _start_namespace_init() -> None:
+    """Fork the new PID namespace's first process, its init (pid 1 there), before any other.
+
+    When it ends, the kernel kills every process in the namespace and refuses new ones, so it
+    runs nothing but a loop that reaps the orphans re-parented to it, ignores every signal sent
+    from inside the namespace (it has no handler), and dies with the fork server.
+    """
+    if os.fork() != 0:
+        return
+    try:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.closerange(0, 1 << 16)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Python's handler would let a signal in
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        while True:
+            signal.sigwaitinfo({signal.SIGCHLD})
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+    finally:
+        os._exit(0)
 
 
 def _map_ids(uid: int, gid: int) -> None:

@@ -1,0 +1,23 @@
+"""What /proc says of a sandbox process's PID namespace, for the tests that watch one from outside."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+
+
+def namespace_pids(pid: int) -> list[int]:
+    """The process's pid in each PID namespace it is in, outermost (this one's) first."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return [int(number) for number in line.split()[1:]]
+    raise KeyError("NSpid")
+
+
+def is_namespace_init(process: psutil.Process) -> bool:
+    """True for the init the fork server starts in its PID namespace: it is no candidate's."""
+    try:
+        return namespace_pids(process.pid)[1:] == [1]
+    except FileNotFoundError:  # it has ended meanwhile
+        return False
