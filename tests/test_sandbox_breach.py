@@ -188,7 +188,7 @@ def _gone_soon(evaluator: Evaluator, grace: float = 1.0) -> bool:
     return candidates_of(evaluator) == []
 
 
-CROSS_ATTACKERS = ["leave_state", "signal_processes", "write_files", "spawn_processes", "fill_disk"]
+CROSS_ATTACKERS = ["leave_state", "signal_processes", "signal_by_file_owner", "write_files", "spawn_processes", "fill_disk"]
 
 
 @pytest.mark.parametrize("attacker_first", [True, False], ids=["attacker-first", "normal-first"])
