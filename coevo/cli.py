@@ -14,6 +14,7 @@ from rich.table import Table
 from coevo.llm.models import register as register_models
 from coevo.llm.serve import register as register_serve
 from coevo.run.cli import register as register_runner
+from coevo.scaffold import register as register_new
 from coevo.skills.cli import register as register_skills
 from coevo.threads import configure_threads
 from coevo.tune.cli import register as register_tune
@@ -40,6 +41,7 @@ def _fail(message: str) -> NoReturn:
 register_runner(app, _fail)
 register_skills(app, _fail)
 register_tune(app, _fail)
+register_new(app, _fail)
 register_models(app)
 register_serve(app)
 

@@ -39,15 +39,17 @@ def registered(group: str) -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=group)}
 
 
-def normalised(name: str) -> str:
-    """`name` with a file path made absolute, so the spec means the same from any directory (a Ray
-    worker, a resumed run): registered names and module specs come back unchanged."""
+def normalised(name: str, base: Path | None = None) -> str:
+    """`name` with a file path made absolute (a relative one taken from `base`, default the current
+    directory), so the spec means the same from any directory (a Ray worker, a resumed run);
+    registered names and module specs come back unchanged."""
     if not is_spec(name):
         return name
     where, _, attribute = name.rpartition(":")
     if not _is_path(where):
         return name
-    return f"{Path(where).expanduser().resolve()}:{attribute}"
+    path = Path(where).expanduser()
+    return f"{((base or Path.cwd()) / path).resolve()}:{attribute}"
 
 
 def load(group: str, name: str, kind: str) -> type:

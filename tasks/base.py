@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -161,6 +161,12 @@ class Task:
     def seed_code(self) -> str:
         """Source of the seed heuristic shipped as ``heuristics/seed/<task name>.py``."""
         return (SEED_DIR / f"{self.name}.py").read_text()
+
+    def references(self, split: SplitName, group: InstanceGroup) -> Sequence[float] | None:
+        """Reference values the task computes itself for a group (cheap bounds), as minimised
+        objectives, or None to use the values shipped in ``tasks/data`` where there are any. Gaps are
+        shown only where references exist."""
+        return None
 
     def reference_objective(self, instance: Instance) -> float:
         """The instance's reference value (optimum, near-optimum or bound) as a minimised objective.

@@ -91,7 +91,14 @@ def save_manifest(task: Task, manifest: Manifest) -> Path:
 
 
 def group_references(task: Task, split: SplitName, group: InstanceGroup) -> np.ndarray:
-    """The shipped reference of every instance in the group, after checking the instance hash."""
+    """The reference of every instance in the group: the task's own (``Task.references``), else the
+    shipped ones after checking the instance hash."""
+    own = task.references(split, group)
+    if own is not None:
+        values = np.asarray(own, dtype=np.float64)
+        if values.shape != (len(group.instances),):
+            raise ReferenceMismatch(f"{task.name} {split}/{group.label}: {values.size} references for {len(group.instances)} instances")
+        return values
     entry = load_manifest(task.name).get(split, {}).get(group.label)
     if entry is None:
         raise MissingReferences(f"no shipped references for {task.name} {split}/{group.label}")

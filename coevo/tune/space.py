@@ -15,7 +15,7 @@ from typing import Any
 
 import optuna
 
-from coevo.run.config import ConfigError, RunConfig, read_toml, validate
+from coevo.run.config import ConfigError, RunConfig, plugin_paths_from, read_toml, validate
 
 KNOBS: dict[str, tuple[tuple[str, ...], str]] = {
     "sigma": (("es", "sigma"), "float"),
@@ -97,7 +97,7 @@ class TuneSpace:
 
 def load_space(path: Path) -> TuneSpace:
     """Read a config with a `[tune]` table; ConfigError (one line) on any problem in either."""
-    data = read_toml(path)
+    data = plugin_paths_from(read_toml(path), path.parent)
     table = data.pop("tune", None)
     if not isinstance(table, dict) or not table:
         raise ConfigError(f"{path} has no [tune] table naming the knobs to search ({', '.join(KNOBS)})")
