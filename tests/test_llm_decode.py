@@ -66,7 +66,7 @@ def test_a_shared_prefix_is_reused_only_under_the_same_weights() -> None:
 def test_an_unknown_decode_loop_is_refused() -> None:
     tokenizer = build_tiny_tokenizer()
     with pytest.raises(ValueError, match="decode must be"):
-        HFBackend(build_tiny_llama(tokenizer.vocab_size), tokenizer, name="tiny", decode="fast")  # type: ignore[arg-type]
+        HFBackend(build_tiny_llama(tokenizer.vocab_size), tokenizer, name="tiny", decode="fast")  # type: ignore
 
 
 @pytest.mark.slow

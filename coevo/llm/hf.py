@@ -131,8 +131,9 @@ class HFBackend:
     `weights_id` is read from the live weights on every call, so whoever changes them (an ES host, a
     history replay, user code) can never make a cache serve text from other weights; a row written by
     a low-rank member (`LowRankHost.population`) adds that member's tag to it. A call reuses no keys
-    and values but those of a prompt prefix computed under the same `weights_id`. Seeds: request i of a call uses stream `sampling.seed_for(i)` and
-    gives the same text whatever else is in the batch, up to float rounding of batched matmuls.
+    and values but those of a prompt prefix computed under the same `weights_id`. Seeds: request i of
+    a call uses stream `sampling.seed_for(i)` and gives the same text whatever else is in the batch, up
+    to float rounding of batched matmuls.
     """
 
     supports_weights = True
@@ -241,7 +242,14 @@ class HFBackend:
         members = row_weights(self.model, len(items))
         if self.decode == "lean":
             rows = decode_batch(
-                self.model, self.tokenizer, prompts, settings, self._eos, self._prefixes, weights_id, members is not None
+                self.model,
+                self.tokenizer,
+                prompts,
+                settings,
+                self._eos,
+                self._prefixes,
+                weights_id,
+                rows_fixed=members is not None,
             )
         else:
             rows = self._generate_with_transformers(prompts, settings)

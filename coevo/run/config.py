@@ -53,7 +53,7 @@ class LLMSettings(_Section):
     api_base: str | None = Field(None, description="an OpenAI-compatible server; prompt-only")
     max_batch_size: int = Field(16, ge=1)
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        "auto", description="compute dtype of a transformers model: auto = bf16 where the CPU has it natively, else fp32"
+        "auto", description="compute dtype of a transformers model: auto = bf16 where the CPU has it natively"
     )
     backend: Literal["transformers", "vllm"] = Field(
         "transformers", description="engine of a local model; vllm also perturbs and updates inside vLLM's workers"

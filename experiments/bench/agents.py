@@ -1,6 +1,15 @@
-"""Agent-workload ES speed on the embedded SmolLM2-135M (fp32, this CPU): issue 12's figures.
+"""Agent-workload ES speed on the embedded SmolLM2-135M (fp32, this CPU): issue 12's figures, and with
+--speedup issue 32's: one agent ES generation on today's code over the same generation before it.
 
-Usage: python experiments/bench/agents.py [--json] [--quick]
+Usage: python experiments/bench/agents.py [--json] [--quick] [--speedup [--baseline-rev REV]]
+
+--speedup runs one full-rank ES generation (N members, each playing E gridnav episodes under its own
+weights, every turn with the agent's sampling) in two worker processes: one on this tree, one on a
+git worktree of BASELINE_REV (transformers' `generate`, 64 tokens a turn, no stop at the end of the
+action). Rounds alternate the sides; `agent_generation` is the median per-round ratio of baseline
+seconds over this tree's seconds with the compute dtype chosen from the CPU, `agent_generation_fp32`
+the same with fp32 forced (the same runs where the CPU has no native bf16). It writes both into
+experiments/evidence/results.json under "speedup", keeping the file's other keys.
 
 Figures (targets in TARGETS), all on the same gridnav episodes (N members x E search seeds):
 - episode_throughput_ratio: episodes/s of one low-rank ES generation (ask, every turn of every
@@ -17,10 +26,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from coevo.agents import AgentWorkload
 from coevo.candidate import WeightsRef
@@ -38,6 +51,11 @@ TARGETS: dict[str, tuple[str, float]] = {
 }
 ENV, HORIZON = "gridnav", 2
 SIGMA, ALPHA = 1e-3, 5e-4  # the reference's sigma_0 and step size (REFERENCES section 1)
+BASELINE_REV = "38c808534caa9df969145934f611756618a748bc"
+"""The last commit before the compute dtype choice, the stop at the end of a one-line action and the lean
+decode loop: "today's" path of issue 32."""
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "experiments" / "evidence" / "results.json"
 
 
 @dataclass(frozen=True)
@@ -121,11 +139,161 @@ def measure(settings: Settings) -> dict[str, float]:
     }
 
 
+# --- issue 32: an agent ES generation, today's code over the baseline's ---------------------------------
+
+
+def run_worker(members: int, episodes: int, dtype: str | None) -> None:
+    """Serve one ES generation per line read from stdin, answering {"seconds", "tokens", "dtype"} lines.
+
+    Runs against whichever coevo is first on the path (this tree, or the baseline's worktree), so it uses
+    only what both have; generation g of every worker draws the same members from the same engine seed.
+    """
+    options = {} if dtype is None else {"dtype": dtype}
+    llm = HFBackend.load("smollm2-135m", max_batch_size=episodes, **options)
+    counted = {"tokens": 0}
+    generate_each = llm.generate_each
+
+    def counting(items):  # tokens/s of the whole generation
+        completions = generate_each(items)
+        counted["tokens"] += sum(c.completion_tokens for c in completions)
+        return completions
+
+    llm.generate_each = counting
+    host = llm.weights_host("full", 0)
+    engine = ESEngine(ESConfig(population_size=members, sigma=SIGMA, alpha=ALPHA), host)
+    seeds = tuple(split_seeds("search")[:episodes])
+    workload = AgentWorkload(llm, ENV, HORIZON, seeds, host=host, sampling=AGENT_SAMPLING)
+    for _ in sys.stdin:
+        counted["tokens"] = 0
+        started = time.perf_counter()
+        asked = engine.ask()
+        refs = [WeightsRef.of("smollm2-135m", engine.step, p) for p in asked]
+        evaluations = workload.evaluate([Member("", ref) for ref in refs])
+        engine.tell(asked, [e.reward for e in evaluations])
+        seconds = time.perf_counter() - started
+        answer = {"seconds": seconds, "tokens": counted["tokens"], "dtype": str(llm.model.dtype).removeprefix("torch.")}
+        print(json.dumps(answer), flush=True)
+
+
+class Worker:
+    """A worker process over a source tree, asked for one generation at a time."""
+
+    def __init__(self, tree: Path, members: int, episodes: int, dtype: str | None) -> None:
+        command = [sys.executable, str(Path(__file__).resolve()), "--worker", f"--members={members}"]
+        command += [f"--episodes={episodes}"] + ([f"--dtype={dtype}"] if dtype else [])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(Path(__file__).parent)])}
+        self.process = subprocess.Popen(
+            command, cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+    def generation(self) -> dict[str, float]:
+        self.process.stdin.write("run\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker exited with {self.process.wait()}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def speedup(settings: Settings, baseline_rev: str) -> dict[str, object]:
+    """Baseline seconds over this tree's for the same ES generations, in alternating rounds."""
+    from coevo.llm.precision import cpu_has_native_bf16
+
+    native = cpu_has_native_bf16()
+    with tempfile.TemporaryDirectory(prefix="coevo-baseline-") as scratch:
+        baseline_tree = Path(scratch) / "tree"
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline_tree), baseline_rev],
+            check=True,
+            capture_output=True,
+        )
+        _copy_built_extensions(REPO, baseline_tree)
+        try:
+            sides = {"baseline": Worker(baseline_tree, settings.members, settings.episodes, None)}
+            sides["auto"] = Worker(REPO, settings.members, settings.episodes, "auto")
+            if native:
+                sides["fp32"] = Worker(REPO, settings.members, settings.episodes, "float32")
+            try:
+                samples = alternate({name: worker.generation for name, worker in sides.items()}, settings.rounds)
+            finally:
+                for worker in sides.values():
+                    worker.close()
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline_tree)], check=False)
+    seconds = {name: [s["seconds"] for s in runs] for name, runs in samples.items()}
+    fp32 = seconds["fp32" if native else "auto"]
+    figures = {
+        **ratio_summary("agent_generation", seconds["baseline"], seconds["auto"]),
+        **ratio_summary("agent_generation_fp32", seconds["baseline"], fp32),
+    }
+    return {
+        "members": settings.members,
+        "episodes_per_member": settings.episodes,
+        "rounds": settings.rounds,
+        "cpu_has_native_bf16": native,
+        "dtype": samples["auto"][0]["dtype"],
+        **{f"{name}_seconds": runs for name, runs in seconds.items()},
+        **{f"{name}_tokens_per_s": [s["tokens"] / s["seconds"] for s in runs] for name, runs in samples.items()},
+        **figures,
+    }
+
+
+def _copy_built_extensions(source: Path, target: Path) -> None:
+    """Compiled extensions of `source` (not in git) into `target`, where their C source is the same."""
+    for built in source.glob("coevo/**/*.so"):
+        c_file = built.with_name(built.name.split(".")[0] + ".c").relative_to(source)
+        if (target / c_file).is_file() and (target / c_file).read_bytes() == (source / c_file).read_bytes():
+            (target / built.relative_to(source)).write_bytes(built.read_bytes())
+
+
+def record_speedup(results: dict[str, object], path: Path = RESULTS) -> None:
+    """Merge the speed-ups into the evidence file, keeping whatever else it holds."""
+    evidence = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    evidence["speedup"] = {
+        **evidence.get("speedup", {}),
+        "agent_generation": round(results["agent_generation"], 3),
+        "agent_generation_fp32": round(results["agent_generation_fp32"], 3),
+        "cpu_has_native_bf16": results["cpu_has_native_bf16"],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_suffix(".json.tmp")
+    staging.write_text(json.dumps(evidence, indent=2) + "\n", encoding="utf-8")
+    staging.replace(path)
+
+
+SPEEDUP_TARGETS: dict[str, tuple[str, float]] = {"agent_generation": (">=", 1.5), "agent_generation_fp32": (">=", 1.5)}
+"""1.5 without native bf16; on a CPU with it, issue 32 asks 3 of agent_generation."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 members x 2 episodes, one round")
+    parser.add_argument("--speedup", action="store_true", help="this tree over BASELINE_REV on one ES generation")
+    parser.add_argument("--baseline-rev", default=BASELINE_REV, help="the git revision --speedup compares with")
+    parser.add_argument("--rounds", type=int, default=2, help="--speedup: alternating rounds")
+    parser.add_argument("--members", type=int, default=2, help="--speedup: ES population")
+    parser.add_argument("--episodes", type=int, default=4, help="--speedup: episodes per member")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        run_worker(args.members, args.episodes, args.dtype)
+        return 0
+    if args.speedup:
+        episodes = 1 if args.quick else args.episodes
+        size = Settings(members=args.members, episodes=episodes, rounds=args.rounds, max_new_tokens=0)
+        results = speedup(size, args.baseline_rev)
+        if not args.quick:
+            record_speedup(results)
+        targets = {**SPEEDUP_TARGETS, "agent_generation": (">=", 3.0 if results["cpu_has_native_bf16"] else 1.5)}
+        lines = [f"{k:36s} {v}" if not isinstance(v, float) else target_line(k, v, targets) for k, v in results.items()]
+        print(json.dumps(results) if args.json else "\n".join(lines))
+        return 0
     results = measure(Settings.of(args.quick))
     print(json.dumps(results) if args.json else "\n".join(target_line(k, v, TARGETS) for k, v in results.items()))
     return 0

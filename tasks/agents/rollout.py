@@ -35,7 +35,13 @@ class Prompt(str):
     """The environment's cap on the tokens of one action; None where it has none."""
 
     def __new__(
-        cls, text: str, seed: int, turn: int, episode: int = 0, stop: tuple[str, ...] = (), max_tokens: int | None = None
+        cls,
+        text: str,
+        seed: int,
+        turn: int,
+        episode: int = 0,
+        stop: tuple[str, ...] = (),
+        max_tokens: int | None = None,
     ) -> Prompt:
         prompt = super().__new__(cls, text)
         prompt.seed, prompt.turn, prompt.episode = seed, turn, episode
