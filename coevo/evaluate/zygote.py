@@ -7,12 +7,14 @@ Importing numpy and the task costs far more than a fork, so this process pays it
 candidate starts from a copy. It also holds the instances being evaluated (read once, at start),
 so a child finds them in memory instead of receiving and unpickling them. It never runs
 candidate code itself, and tells the parent each child's pid (so the parent can kill its group)
-and exit status (so a verdict can name the signal). It is a child subreaper: anything a
-candidate leaves behind is re-parented here and reaped.
+and exit status (so a verdict can name the signal). Anything a candidate leaves behind is
+re-parented and reaped: by the init of the PID namespace its children live in, or, where the
+kernel gives none, here (it is a child subreaper).
 
 Once everything is loaded it confines itself, and so every child (``isolation.confine_server``):
-private network, mount and IPC namespaces with an empty, read-only root (so a candidate sees no
-file at all and can write none: there is nothing to clean up after it), no environment variables,
+private network, mount, IPC and PID namespaces with an empty, read-only root (so a candidate sees
+no file at all and can write none: there is nothing to clean up after it; and no process outside
+its namespace), no environment variables,
 and a seccomp filter (``seccomp.py``) refusing the system calls a heuristic never needs. The
 parent hears which layers it got in the greeting.
 
@@ -84,10 +86,11 @@ def _compile_filters() -> tuple[SyscallFilter, SyscallFilter] | str:
 
     The fork server keeps only what it needs to fork and kill children. Where children cannot
     have uids of their own, each child also refuses those calls (``ChildSetup.syscall_filter``).
+    The calls refused by their arguments are in the fork server's filter, which every child inherits.
     """
     try:
         server = SyscallFilter(tuple(name for name in DENIED_SYSCALLS if name not in SERVER_SYSCALLS))
-        return server, SyscallFilter(tuple(sorted(SERVER_SYSCALLS)))
+        return server, SyscallFilter(tuple(sorted(SERVER_SYSCALLS)), denied_arguments=())
     except SeccompUnavailable as error:
         return str(error)
 
