@@ -1,9 +1,11 @@
 """Run-time defences installed inside the sandboxed child, after the static check has passed.
 
-Two layers: restricted builtins (a guarded ``__import__`` and ``getattr`` family, no ``eval``,
-``open``...) catch what slipped past the static check; an audit hook, which cannot be removed
-once installed, refuses every audited event (file opens, sockets, subprocesses, ctypes calls,
-frame access, compilation of strings...) except the few the candidate legitimately needs.
+Two layers: restricted builtins (a guarded ``__import__``, ``type`` and ``getattr`` family, no
+``eval``, ``open``...) catch what slipped past the static check, including names built at run time
+(a class from ``type(name, bases, namespace)`` may hold only the special names a class statement
+may); an audit hook, which cannot be removed once installed, refuses every audited event (file
+opens, sockets, subprocesses, ctypes calls, frame access, compilation of strings...) except the
+few the candidate legitimately needs.
 Any breach is fatal: ``violation`` reports the reason and ends the process, so a candidate
 cannot swallow the refusal with ``try/except`` and carry on.
 """
