@@ -130,6 +130,7 @@ def test_run_show_export_and_refuse_to_overwrite(
         f"on val: gap {validation['best']['gap_pct']:.3f}%, objective {validation['best']['objective']:.6g}; "
         f"on search: gap {exported_candidate.gap_pct:.3f}%, objective {exported_candidate.objective:.6g}"
     )
+    assert f"{line}\n" in out, "the run's own closing lines name it too"
     assert main(["runs", "show", str(run_dir)]) == 0
     assert f"  {line}\n" in capsys.readouterr().out
     page = (run_dir / "report.html").read_text()
