@@ -1,8 +1,8 @@
-"""A stand-in for a sandboxed child, to test the parent's supervisor on any byte stream.
+"""A stand-in for a driver and its child, to test the parent's supervisor on any byte stream.
 
-The supervisor sees only the channel and the fork server's status records, so a socket pair
-and a ``sleep`` process (what its kill hits) are enough to feed it anything a hostile child
-could write, however malformed.
+The supervisor sees only the driver's channel and the fork server's status records of the
+child, so a socket pair and a ``sleep`` process (what its kill hits) are enough to feed it
+anything the channel could carry, however malformed.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def supervise(wire: bytes | Callable[[socket.socket], None], count: int, limits:
             child_end.sendall(wire)
         child = _Child(parent_end, status_read)
         try:
-            return _Supervisor(child, count, limits, started).run(b"")
+            return _Supervisor(parent_end, child, count, limits, started).run(b"")
         finally:
             child.close()  # as the sandbox does: a writer still flooding the channel now fails
     finally:

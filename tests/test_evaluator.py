@@ -18,7 +18,7 @@ import pytest
 
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.channel import ChannelError, FrameReader, decode_solution, encode_solution, frame
-from coevo.evaluate.driver import Job
+from coevo.evaluate.child import Job
 from coevo.evaluate.evaluator import JSON_FIELDS
 from coevo.evaluate.probe import ProbeTask
 from coevo.evaluate.sandbox import _DEADLINE_GRACE_SECONDS, InstancePayload, Sandbox
@@ -218,7 +218,7 @@ def test_channel_round_trips_plain_data_only() -> None:
 
 
 def test_job_reaches_the_child_intact() -> None:
-    job = Job.compile("def pick(values):\n    return len('naïve')  # non-ASCII\n", Limits(1.5, 2.5, 256, 4096))
+    job = Job.compile("def pick(values):\n    return len('naïve')  # non-ASCII\n", 256, 2.5, 4096)
     read_end, write_end = os.pipe()
     try:
         os.write(write_end, job.encode())
@@ -234,7 +234,7 @@ def test_job_reaches_the_child_intact() -> None:
 
 def test_code_that_cannot_compile_is_refused_before_any_child_starts() -> None:
     with pytest.raises(ValueError, match="surrogates not allowed"):
-        Job.compile("def pick(values):\n    return 0  # \ud800\n", LIMITS)
+        Job.compile("def pick(values):\n    return 0  # \ud800\n", 256, 2.5, 4096)
     for static_check in (True, False):  # refused by the policy check, or else by the sandbox's compile step
         with Evaluator(ProbeTask(), limits=LIMITS, static_check=static_check) as evaluator:
             result = evaluator.evaluate("def pick(values):\n    return 0  # \ud800\n")

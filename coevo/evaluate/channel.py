@@ -11,6 +11,7 @@ page, which the driver reads only to judge a deadline.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import math
 import mmap
@@ -91,13 +92,28 @@ class Progress:
 
     The candidate records (batch number, calls answered, when the last one ended) after each call;
     the driver reads it only while it waits, to know which call is running and since when. A
-    candidate that writes nonsense here only misplaces the blame for its own overrun.
+    candidate that writes nonsense here only misplaces the blame for its own overrun: each
+    candidate has a page of its own (a memfd the parent creates), which no other process maps.
     """
 
     _RECORD = struct.Struct("<qqd")
+    SIZE = _RECORD.size
 
-    def __init__(self) -> None:
-        self._page = mmap.mmap(-1, self._RECORD.size)  # anonymous and shared: survives the fork
+    def __init__(self, fd: int) -> None:
+        """Map the page held by ``fd`` (then closed)."""
+        try:
+            self._page = mmap.mmap(fd, self._RECORD.size)
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def new_page(cls) -> int:
+        """A descriptor of a fresh, zeroed page, to hand to a child and its driver."""
+        fd = os.memfd_create("coevo-progress", os.MFD_ALLOW_SEALING)
+        os.ftruncate(fd, cls._RECORD.size)
+        # Sealed at its size: a mapping of it can never fault (a truncated file would fault).
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+        return fd
 
     def record(self, batch: int, answered: int, at: float) -> None:
         self._RECORD.pack_into(self._page, 0, batch, answered, at)

@@ -1,11 +1,11 @@
-"""The trusted driver process of one candidate: the task's drivers here, its function in a child.
+"""A trusted driver process: the task's drivers run here, the candidate's function in its child.
 
-The fork server forks this process ahead of need; it never runs candidate code, and neither
-did any process it descends from. When the parent sends the job, it forks the sandboxed
-candidate process (``child.py``) and runs the task's drivers (``Task.drive``): every call of the
-candidate's function goes to that child as a message, and every answer that comes back is
-checked here, against state the child cannot reach. Solutions go to the parent, which scores
-them itself.
+The fork server forks a few of these (one per candidate evaluated at once) and each serves one
+candidate after another; none ever runs candidate code, nor did any process it descends from.
+For each candidate the parent hands it the channel of a sandboxed child (``child.py``) that has
+its job, and this process runs the task's drivers (``Task.drive``): every call of the candidate's
+function goes to the child as a message, and every answer that comes back is checked here,
+against state the child cannot reach. Solutions go to the parent, which scores them itself.
 
 Instances advance in lockstep: each step collects the pending call of every live driver of a
 window (``Task.lockstep`` instances) and sends them in one message. The first instance runs
@@ -13,22 +13,22 @@ alone, so that a candidate too slow for the per-instance limit fails as soon as 
 instance at a time. The limits are judged here, on this process's clock: per instance, the time
 its calls took (the child says how long each took, clamped to the time the batch took; while a
 call runs, the shared ``Progress`` page says which it is), and per candidate, the wall time
-since the job arrived. The parent kills both processes if this one overruns too.
+since the hand-off. The parent kills the child once this process has judged it, and both
+should this one overrun too.
 """
 
 from __future__ import annotations
 
-import marshal
 import os
 import select
 import signal
+import socket
 import struct
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
-from coevo import pyast
 from coevo.evaluate.channel import (
     ChannelError,
     FrameReader,
@@ -36,65 +36,41 @@ from coevo.evaluate.channel import (
     decode_solution,
     encode_solution,
     frame,
-    read_exactly,
     write_all,
 )
-from coevo.evaluate.child import EXIT_SETUP_FAILED, CandidateJob, ChildSetup, Prepared, run_candidate
+from coevo.evaluate.child import EXIT_SETUP_FAILED, ChildSetup, Prepared, isolate
 from coevo.evaluate.guard import EXIT_VIOLATION
 from coevo.evaluate.isolation import die_with_parent
 from tasks.base import HEURISTIC, Call, InvalidSolution
 
-_JOB_HEADER = struct.Struct("<IdQddQ")
-"""memory_mb, cpu_seconds, file_bytes, instance_seconds, candidate_seconds, length of the module."""
 MAX_CANDIDATE_BYTES = 256 << 20
-"""Most bytes a candidate may send its driver in all, whatever its frames."""
-_FAILURE_KINDS = ("invalid", "error")
-
-
-class JobLimits(Protocol):
-    instance_seconds: float
-    candidate_seconds: float
-    memory_mb: int
-    file_bytes: int
+"""Most bytes one candidate may send, whatever its frames."""
+_FAILURE_KINDS = ("invalid", "error", "violation")
 
 
 @dataclass(frozen=True)
-class Job:
-    """What the parent sends a driver: the candidate's compiled module and its limits."""
+class Assignment:
+    """What the parent hands a driver with a child's channel and progress page."""
 
-    module: bytes
-    """The candidate's module code object, marshalled (the parent compiled it: running the
-    compiler in a freshly forked process would copy far more pages than loading its output)."""
-    memory_mb: int
-    cpu_seconds: float
-    file_bytes: int
     instance_seconds: float
     candidate_seconds: float
 
-    @classmethod
-    def compile(cls, source: str, limits: JobLimits) -> Job:
-        """The job for ``source``, compiled here in the trusted parent; raises SyntaxError or ValueError."""
-        module = marshal.dumps(pyast.compile_module(source, "<candidate>"))
-        return cls(
-            module, limits.memory_mb, limits.candidate_seconds, limits.file_bytes,
-            limits.instance_seconds, limits.candidate_seconds,
-        )  # fmt: skip
+    _FORMAT = struct.Struct("<dd")
 
     def encode(self) -> bytes:
-        header = _JOB_HEADER.pack(
-            self.memory_mb, self.cpu_seconds, self.file_bytes, self.instance_seconds, self.candidate_seconds, len(self.module)
-        )
-        return header + self.module
+        return self._FORMAT.pack(self.instance_seconds, self.candidate_seconds)
 
     @classmethod
-    def read(cls, fd: int) -> Job:
-        *limits, length = _JOB_HEADER.unpack(read_exactly(fd, _JOB_HEADER.size))
-        memory_mb, cpu_seconds, file_bytes, instance_seconds, candidate_seconds = limits
-        return cls(read_exactly(fd, length), memory_mb, cpu_seconds, file_bytes, instance_seconds, candidate_seconds)
+    def decode(cls, data: bytes) -> Assignment:
+        return cls(*cls._FORMAT.unpack(data))
+
+    @classmethod
+    def size(cls) -> int:
+        return cls._FORMAT.size
 
 
 def exit_reason(status: int | None, progress: str) -> str:
-    """Why a process of the sandbox ended, from its wait status (None: unknown)."""
+    """Why a candidate's process ended, from its wait status (None: unknown)."""
     if status is None:
         return f"the fork server did not report how the candidate process ended {progress}"
     if os.WIFSIGNALED(status):
@@ -114,35 +90,30 @@ def exit_reason(status: int | None, progress: str) -> str:
 
 
 def run_driver(conn_fd: int, prepared: Prepared, setup: ChildSetup) -> NoReturn:
-    """Wait for the job on ``conn_fd``, evaluate it with a fresh candidate process, report, exit."""
-    send = lambda message: write_all(conn_fd, frame(message))  # noqa: E731
-    exit_code = EXIT_SETUP_FAILED
-    try:
-        _isolate(conn_fd, setup.stdio)
-        die_with_parent()
-        job = Job.read(conn_fd)  # a driver may be forked ahead of need: it waits here for its job
-        exit_code = 0
-        driver = _Driver(job, prepared, setup, send)
+    """Serve candidates handed over on ``conn_fd`` until the parent closes it, then exit."""
+    isolate(setup.stdio, conn_fd)
+    die_with_parent()
+    conn = socket.socket(fileno=conn_fd)
+    while True:
         try:
-            driver.run()
+            data, fds, _, _ = socket.recv_fds(conn, Assignment.size(), 2)
+        except OSError:
+            break
+        if len(data) != Assignment.size() or len(fds) != 2:
+            break  # the parent closed the channel (or the sandbox is shutting down)
+        child, progress = fds
+        out = bytearray()
+        try:
+            _Driver(Assignment.decode(data), prepared, child, Progress(progress), lambda message: out.extend(frame(message))).run()
+        except BaseException as error:  # noqa: BLE001 - the driver must always report
+            out.extend(frame({"error": f"sandbox failure: {type(error).__name__}: {error}"}))
         finally:
-            # The parent waits for this hang-up, not for each message; closing the channel here
-            # signals it at once, before the candidate is killed and this process torn down.
-            os.close(conn_fd)
-            driver.candidate.kill()
-    except BaseException as error:  # noqa: BLE001 - the driver must always report, then exit
-        send({"error": f"sandbox failure: {type(error).__name__}: {error}"})
-    finally:
-        os._exit(exit_code)
-
-
-def _isolate(conn_fd: int, stdio: int) -> None:
-    """Own process group (the candidate's too), stdio on /dev/null, no other inherited descriptor."""
-    os.setpgid(0, 0)
-    for fd in (0, 1, 2):
-        os.dup2(stdio, fd)
-    os.closerange(3, conn_fd)
-    os.closerange(conn_fd + 1, 1 << 16)
+            os.close(child)
+        try:
+            write_all(conn_fd, bytes(out))  # the whole verdict in one write: the parent wakes once
+        except OSError:
+            break
+    os._exit(0)
 
 
 def windows(count: int, size: int) -> Iterator[range]:
@@ -162,77 +133,61 @@ class _Stop(Exception):
 
 
 class _Candidate:
-    """The driver's handle on its sandboxed candidate process."""
+    """The driver's handle on a sandboxed child: its channel and its progress page."""
 
-    def __init__(self, job: Job, prepared: Prepared, setup: ChildSetup) -> None:
-        calls_read, self.calls = os.pipe()
-        self.answers, answers_write = os.pipe()
-        self.progress = Progress()
-        candidate_job = CandidateJob(
-            job.module, job.memory_mb, job.cpu_seconds, job.file_bytes, calls_read, answers_write, self.progress
-        )
-        self.pid = os.fork()
-        if self.pid == 0:
-            os.close(self.calls)
-            os.close(self.answers)
-            run_candidate(candidate_job, prepared, setup)
-        os.close(calls_read)
-        os.close(answers_write)
-        os.set_blocking(self.calls, False)
+    def __init__(self, fd: int, progress: Progress) -> None:
+        self.fd, self.progress = fd, progress
+        os.set_blocking(fd, False)
         self.reader = FrameReader()
         self.messages: list[dict[str, Any]] = []
         self.received = 0
         self.closed = False
-        """The candidate's end of the answers pipe is closed: it has exited."""
-        self.status: int | None = None
+        """The child's end of the channel is closed: it has exited."""
 
-    def send(self, batch: list[tuple[int, tuple[Any, ...]]], deadline: float) -> bool:
-        """Write one batch of calls; False if the candidate stopped reading before ``deadline``."""
+    def send(self, batch: list[tuple[int, tuple[Any, ...]]], deadline: float) -> None:
+        """Write one batch of calls; give up at ``deadline`` or if the child is gone."""
         data = memoryview(frame({"calls": [[index, encode_solution(args)] for index, args in batch]}))
         while data:
             try:
-                data = data[os.write(self.calls, data) :]
+                data = data[os.write(self.fd, data) :]
             except BlockingIOError:
-                _, writable, _ = select.select([], [self.calls], [], max(0.0, deadline - time.monotonic()))
+                _, writable, _ = select.select([], [self.fd], [], max(0.0, deadline - time.monotonic()))
                 if not writable:
-                    return False
-            except BrokenPipeError:
-                return False
-        return True
+                    return
+            except OSError:
+                return
 
     def next_message(self, timeout: float) -> dict[str, Any] | None:
-        """The candidate's next message, waiting at most ``timeout``; None if none came (or it exited)."""
+        """The child's next message, waiting at most ``timeout``; None if none came (or it exited)."""
         if not self.messages and not self.closed:
-            ready, _, _ = select.select([self.answers], [], [], max(0.0, timeout))
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
             if ready:
-                chunk = os.read(self.answers, 1 << 20)
-                self.closed = not chunk
-                self.received += len(chunk)
-                if self.received > MAX_CANDIDATE_BYTES:
-                    raise ChannelError(f"the candidate sent more than {MAX_CANDIDATE_BYTES >> 20} MiB")
-                self.messages += self.reader.feed(chunk)
+                try:
+                    chunk = os.read(self.fd, 1 << 20)
+                except (BlockingIOError, InterruptedError):
+                    chunk = None
+                except OSError:
+                    chunk = b""
+                if chunk is not None:
+                    self.closed = not chunk
+                    self.received += len(chunk)
+                    if self.received > MAX_CANDIDATE_BYTES:
+                        raise ChannelError(f"the child sent more than {MAX_CANDIDATE_BYTES >> 20} MiB")
+                    self.messages += self.reader.feed(chunk)
         return self.messages.pop(0) if self.messages else None
-
-    def kill(self) -> None:
-        """End the candidate, whatever it is doing; the fork server reaps it (it adopts orphans)."""
-        if self.status is None:
-            os.kill(self.pid, signal.SIGKILL)
-
-    def ended(self) -> int | None:
-        """The wait status of a candidate that closed its end (it is exiting): waits for its end."""
-        if self.status is None:
-            self.status = os.waitpid(self.pid, 0)[1]
-        return self.status
 
 
 class _Driver:
     """Runs one candidate over every instance, judging each answer and each deadline."""
 
-    def __init__(self, job: Job, prepared: Prepared, setup: ChildSetup, send: Any) -> None:
-        self.job, self.prepared, self.setup, self.send = job, prepared, setup, send
+    def __init__(
+        self, limits: Assignment, prepared: Prepared, child_fd: int, progress: Progress, send: Callable[[dict[str, Any]], None]
+    ) -> None:
+        self.limits, self.send = limits, send
         self.task, self.instances = prepared.task, prepared.instances
+        self.candidate = _Candidate(child_fd, progress)
         self.started = time.monotonic()
-        self.deadline = self.started + job.candidate_seconds
+        self.deadline = self.started + limits.candidate_seconds
         self.spent = [0.0] * len(self.instances)
         """Seconds the candidate's function took per instance."""
         self.solutions: dict[int, Any] = {}
@@ -242,7 +197,6 @@ class _Driver:
         self.in_flight: list[int] = []
         """The instances of the batch being answered."""
         self.sent_at = self.started
-        self.candidate = _Candidate(job, prepared, setup)
 
     def run(self) -> None:
         try:
@@ -259,7 +213,7 @@ class _Driver:
 
     def _load(self) -> None:
         """Wait for the module to run; its top-level code is held to the per-instance limit."""
-        limit = self.job.instance_seconds
+        limit = self.limits.instance_seconds
         deadline = min(self.started + limit, self.deadline)
         while True:
             message = self.candidate.next_message(deadline - time.monotonic())
@@ -268,7 +222,7 @@ class _Driver:
             if message is not None:
                 raise _Stop(self._failure(message, None))
             if self.candidate.closed:
-                raise _Stop({"error": self._death()})
+                raise _Stop(self._death())
             if time.monotonic() >= deadline:
                 if deadline < self.started + limit:
                     raise _Stop({"error": self._over_candidate_limit()})
@@ -335,7 +289,7 @@ class _Driver:
             if message is not None:
                 return self._answers(message, batch)
             if self.candidate.closed:
-                raise _Stop({**self._blame(), "error": self._death()})
+                raise _Stop({**self._blame(), **self._death()})
             now = time.monotonic()
             index, since = self._running_call(now)
             if now >= self.deadline:
@@ -345,7 +299,7 @@ class _Driver:
 
     def _deadline_of(self, index: int, since: float) -> float:
         """When the call of ``index`` running since ``since`` overruns a limit."""
-        return min(since + self.job.instance_seconds - self.spent[index], self.deadline)
+        return min(since + self.limits.instance_seconds - self.spent[index], self.deadline)
 
     def _running_call(self, now: float) -> tuple[int, float]:
         """The instance whose call is running, and since when, by the candidate's progress page."""
@@ -368,13 +322,13 @@ class _Driver:
         scale = wall / sum(charged) if sum(charged) > wall else 1.0
         for (index, _), second in zip(batch, charged):
             self.spent[index] += second * scale
-            if self.spent[index] > self.job.instance_seconds:
+            if self.spent[index] > self.limits.instance_seconds:
                 raise _Stop({"index": index, "error": self._over_instance_limit()})
         return [decode_solution(answer) for answer in answers]
 
     def _failure(self, message: dict[str, Any], index: int | None) -> dict[str, Any]:
         """The parent's message for a failure the candidate reported (or for a stray message)."""
-        kinds = [kind for kind in (*_FAILURE_KINDS, "violation") if kind in message]
+        kinds = [kind for kind in _FAILURE_KINDS if kind in message]
         if len(kinds) == 1 and message.keys() <= {kinds[0], "call"}:
             call = message.get("call")
             if type(call) is int and 0 <= call < len(self.in_flight):
@@ -387,16 +341,21 @@ class _Driver:
     def _blame(self) -> dict[str, int]:
         return {"index": self._running_call(time.monotonic())[0]} if self.in_flight else {}
 
-    def _death(self) -> str:
-        return exit_reason(self.candidate.ended(), self._progress())
+    def _death(self) -> dict[str, int]:
+        """The child closed its channel without a reason: the parent, which learns how its process
+        ended, gives it (with how many instances were solved)."""
+        return {"died": self._solved_count()}
+
+    def _solved_count(self) -> int:
+        return len(self.solutions) + self.reported
 
     def _progress(self) -> str:
-        return f"after {len(self.solutions) + self.reported} of {len(self.instances)} instances"
+        return f"after {self._solved_count()} of {len(self.instances)} instances"
 
     def _over_instance_limit(self) -> str:
-        return f"timed out (per-instance limit {self.job.instance_seconds:g} s)"
+        return f"timed out (per-instance limit {self.limits.instance_seconds:g} s)"
 
     def _over_candidate_limit(self) -> str:
-        return f"exceeded the per-candidate time limit of {self.job.candidate_seconds:g} s {self._progress()}"
+        return f"exceeded the per-candidate time limit of {self.limits.candidate_seconds:g} s {self._progress()}"
 
 

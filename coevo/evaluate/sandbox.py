@@ -1,12 +1,13 @@
 """The parent's side of the sandbox: hand a candidate to the fork server and collect its solutions.
 
 The parent never runs candidate code. The warm fork server (``zygote.py``) holds the instances
-and forks a fresh, trusted driver process per candidate, in batches ahead of need; the parent
-sends the job to one waiting driver, which forks the sandboxed candidate process, runs the
-task's drivers against it and judges the per-instance and per-candidate limits (``driver.py``).
-The parent reads one message per instance and, should the driver itself overrun the candidate's
-time, kills its whole process group (the candidate's too) with SIGKILL. Thread-safe: one
-``Sandbox`` serves many concurrent ``run`` calls.
+and forks a fresh child per candidate, in batches ahead of need, and a few trusted driver
+processes (one per candidate in flight), each serving candidate after candidate. The parent
+sends the job to one waiting child, hands the child's channel to an idle driver, which runs the
+task's drivers against it and judges the per-instance and per-candidate limits (``driver.py``),
+reads the driver's verdict, and kills the child's whole process group with SIGKILL; should the
+driver itself overrun the candidate's time, it kills both. Thread-safe: one ``Sandbox`` serves
+many concurrent ``run`` calls.
 """
 
 from __future__ import annotations
@@ -28,17 +29,14 @@ from typing import Any, Self
 
 from coevo import pyast
 from coevo.plugins import spec_of
-from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD, ChannelError, FrameReader, decode_solution
-from coevo.evaluate.driver import MAX_CANDIDATE_BYTES, Job, exit_reason
+from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD, ChannelError, FrameReader, Progress, decode_solution
+from coevo.evaluate.child import Job
+from coevo.evaluate.driver import MAX_CANDIDATE_BYTES, Assignment, exit_reason
 from coevo.evaluate.isolation import inherited_environment
 from tasks.base import Instance, Task
 
 _ZYGOTE_START_SECONDS = 60.0
 _REAP_GRACE_SECONDS = 5.0
-_DRAIN_SECONDS = 0.01
-"""How often a supervisor reads a running driver's messages: often enough that a driver never waits
-long on a full channel, rarely enough that a long candidate costs the parent ~100 wake-ups a second,
-not one per instance."""
 _DEADLINE_GRACE_SECONDS = 0.5
 """How long past the candidate's deadline the parent waits for the driver's own verdict (which
 names the instance) before it kills both processes itself."""
@@ -60,7 +58,7 @@ _WARNED_LAYERS: set[str] = set()
 
 SKIPPABLE_LAYERS = frozenset({"filesystem", "seccomp", "own_uids"})
 _SOLUTION_KEYS = (frozenset({"index", "solution", "at"}), frozenset({"index", "solution", "at", "done"}))
-_FAILURE_KEYS = frozenset({"invalid", "error", "violation"})
+_FAILURE_KEYS = frozenset({"invalid", "error", "violation", "died"})
 
 
 class SandboxError(Exception):
@@ -132,6 +130,9 @@ class Sandbox:
         self._control: socket.socket | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._spares: collections.deque[_Child] = collections.deque()
+        self._drivers: list[_Child] = []
+        """Every driver process of the running fork server; ``_idle`` holds those without a candidate."""
+        self._idle: collections.deque[_Child] = collections.deque()
         self._lock = threading.Lock()
         self._python_guards = python_guards
         self._skipped_layers = skipped_layers
@@ -150,16 +151,18 @@ class Sandbox:
         return self._process.pid if self._process else None
 
     def spare_pids(self) -> set[int]:
-        """Children forked ahead and waiting for a job (not candidates: no code of theirs ran)."""
+        """The fork server's children that run no candidate: children forked ahead and waiting for
+        a job (no code of theirs ran), and the trusted driver processes."""
         with self._lock:
-            for spare in self._spares:
-                if spare.pid is None:
-                    spare.read_status(_REAP_GRACE_SECONDS)
-            return {spare.pid for spare in self._spares if spare.pid is not None}
+            for process in (*self._spares, *self._drivers):
+                if process.pid is None:
+                    process.read_status(_REAP_GRACE_SECONDS)
+            return {process.pid for process in (*self._spares, *self._drivers) if process.pid is not None}
 
     def close(self) -> None:
         """Stop the fork server; it kills any candidate still running."""
         with self._lock:
+            self._discard_drivers()
             while self._spares:
                 self._spares.popleft().close()  # the spare reads EOF instead of a job, and exits
             if self._control is not None:
@@ -176,25 +179,49 @@ class Sandbox:
     def run(self, code: str, limits: Limits) -> Outcome:
         """Run the candidate over the instances in a fresh child, under ``limits``."""
         try:
-            job = Job.compile(code, limits)
+            job = Job.compile(code, limits.memory_mb, limits.candidate_seconds, limits.file_bytes)
         except (SyntaxError, ValueError) as error:
             return Outcome((), pyast.unparsable_reason(error), None)
         with self._lock:
-            child = self._next_child()
+            child, driver = self._next_pair()
+        healthy = False
         try:
-            supervisor = _Supervisor(child, self._payload.count, limits, time.monotonic())
-            return supervisor.run(job.encode())
+            supervisor = _Supervisor(driver.conn, child, self._payload.count, limits, time.monotonic())
+            outcome = supervisor.run(job.encode(), driver)
+            healthy = supervisor.driver_done
+            return outcome
         finally:
             child.close()
+            with self._lock:
+                if healthy and driver in self._drivers:
+                    self._idle.append(driver)
+                elif driver in self._drivers:
+                    self._drivers.remove(driver)
+                    driver.kill()
+                    driver.close()
 
-    def _next_child(self) -> _Child:
-        """A forked child waiting for its job; a fork server found dead is replaced, once."""
+    def _next_pair(self) -> tuple[_Child, _Child]:
+        """A forked child waiting for its job and an idle driver; a dead fork server is replaced, once."""
         try:
-            return self._spare()
+            return self._spare(), self._idle_driver()
         except SandboxError:
             self._process.kill()  # its control socket is broken: replace it
             self._discard_server()
-            return self._spare()
+            return self._spare(), self._idle_driver()
+
+    def _idle_driver(self) -> _Child:
+        if not self._idle:
+            (driver,) = _Child.fork_many(self._started_control(), 1, b"drive")
+            self._drivers.append(driver)
+            return driver
+        return self._idle.popleft()
+
+    def _discard_drivers(self) -> None:
+        """Close every driver's channel: each reads EOF and exits (one with a candidate, after it)."""
+        for driver in self._drivers:
+            driver.close()
+        self._drivers.clear()
+        self._idle.clear()
 
     def _spare(self) -> _Child:
         control = self._started_control()
@@ -211,6 +238,7 @@ class Sandbox:
         return self._control
 
     def _discard_server(self) -> None:
+        self._discard_drivers()
         while self._spares:
             self._spares.popleft().close()
         if self._control is not None:
@@ -284,26 +312,31 @@ def _in_memory_file(data: bytes) -> int:
 
 
 class _Child:
-    """The parent's handles on one forked child: its channel, and the fork server's records."""
+    """The parent's handles on one forked child (or driver): its channel, its progress page (a
+    child's, for its driver), and the fork server's records."""
 
-    def __init__(self, conn: socket.socket, status_read: int) -> None:
-        self.conn, self.status_read = conn, status_read
+    def __init__(self, conn: socket.socket, status_read: int, progress: int | None = None) -> None:
+        self.conn, self.status_read, self.progress = conn, status_read, progress
         self.pid: int | None = None
         self.exit_status: int | None = None
         self.server_gone = False
         """The fork server closed this child's status pipe without reporting its exit: it died."""
 
     @classmethod
-    def fork_many(cls, control: socket.socket, count: int) -> list[_Child]:
-        """Ask the fork server for ``count`` children; returns at once (they are forked over there)."""
+    def fork_many(cls, control: socket.socket, count: int, kind: bytes = b"fork") -> list[_Child]:
+        """Ask the fork server for ``count`` children (``b"fork"``) or drivers (``b"drive"``);
+        returns at once (they are forked over there)."""
         children, child_ends = [], []
         for _ in range(count):
             conn, child_end = socket.socketpair()
             status_read, status_write = os.pipe()
-            children.append(cls(conn, status_read))
             child_ends += [child_end.detach(), status_write]
+            progress = Progress.new_page() if kind == b"fork" else None
+            if progress is not None:
+                child_ends.append(os.dup(progress))
+            children.append(cls(conn, status_read, progress))
         try:
-            socket.send_fds(control, [b"fork"], child_ends)
+            socket.send_fds(control, [kind], child_ends)
         except OSError as error:
             for child in children:
                 child.close()
@@ -328,23 +361,37 @@ class _Child:
             else:
                 self.exit_status = value
 
+    def kill(self) -> None:
+        """SIGKILL the process and its group (a driver that overran: it is replaced)."""
+        if self.pid is None:
+            self.read_status(_REAP_GRACE_SECONDS)  # the pid: written right after the fork
+        if self.pid is not None:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
     def close(self) -> None:
         self.conn.close()
         os.close(self.status_read)
+        if self.progress is not None:
+            os.close(self.progress)
 
 
 class _Supervisor:
-    """Feeds one driver its job and watches its messages, its exit, and the candidate's deadline.
+    """Feeds one child its job, hands it to a driver, and reads the driver's verdict.
 
     The driver judges the limits itself; this is the backstop should it overrun (its own work,
-    such as an ACO colony, counts towards the candidate's time). The driver's pid and exit status
+    such as an ACO colony, counts towards the candidate's time). The child's pid and exit status
     come from the fork server through the status pipe; they are read only when needed (to kill it,
-    or to explain why it died). A quick candidate thus costs this thread a single wake-up: the
-    driver's hang-up after its last message.
+    or to explain why it died). The driver writes its whole verdict at once, so a quick candidate
+    costs this thread a single wake-up.
     """
 
-    def __init__(self, child: _Child, count: int, limits: Limits, started: float) -> None:
-        self.child, self.conn, self.count, self.limits = child, child.conn, count, limits
+    def __init__(self, channel: socket.socket, child: _Child, count: int, limits: Limits, started: float) -> None:
+        """``channel`` is the driver's (the verdict is read there); ``child`` is the candidate's process."""
+        self.channel, self.child, self.count, self.limits = channel, child, count, limits
         self.candidate_deadline = started + limits.candidate_seconds + _DEADLINE_GRACE_SECONDS
         self.reader = FrameReader()
         self.solutions: list[Any] = []
@@ -354,23 +401,38 @@ class _Supervisor:
         self.loaded = False
         """The candidate's module ran: later failures belong to an instance."""
         self.child_closed = False
+        """The driver's end of the channel is closed: it has exited."""
         self.received = 0
-        """Bytes read from the child so far (capped by MAX_CANDIDATE_BYTES)."""
+        """Bytes read from the driver so far (capped by MAX_CANDIDATE_BYTES)."""
+        self.driver_done = False
+        """The driver sent its whole verdict: it is free for another candidate."""
+        self.died: tuple[int, int | None] | None = None
+        """The driver saw the child end without a reason: (instances solved, the instance running)."""
 
-    def run(self, job: bytes) -> Outcome:
+    def run(self, job: bytes, driver: _Child | None = None) -> Outcome:
+        """Send ``job`` to the child, hand the child to ``driver`` (None: a stand-in is already
+        writing to ``channel``), and return the verdict."""
         try:
-            self._send_job(job)
+            if job:
+                self._send_job(job)
+            if driver is not None:
+                assignment = Assignment(self.limits.instance_seconds, self.limits.candidate_seconds)
+                socket.send_fds(driver.conn, [assignment.encode()], [self.child.conn.fileno(), self.child.progress])
+            self.channel.setblocking(False)
             self._watch()
         except ChannelError as error:
             self._fail(str(error))
         except ConnectionError:
-            pass  # the child's end vanished with its process: the exit status says why, below
-        except Exception as error:  # noqa: BLE001 - whatever the child sends, the verdict is ours
+            pass  # the driver's end vanished with its process: said below
+        except Exception as error:  # noqa: BLE001 - whatever arrives, the verdict is ours
             self._fail(f"the child sent a malformed message: {type(error).__name__}: {str(error)[:200]}")
         finally:
             self._kill_and_reap()
+        if self.failure is None and self.died is not None:
+            solved, index = self.died
+            self._fail(self._exit_reason(f"after {solved} of {self.count} instances"), index)
         if self.failure is None and not self.done:
-            self._fail(self._exit_reason())
+            self._fail(self._exit_reason(f"after {len(self.solutions)} of {self.count} instances"))
         return Outcome(tuple(self.solutions), self.failure, self.failed_index)
 
     def _fail(self, reason: str, index: int | None = None) -> None:
@@ -383,36 +445,28 @@ class _Supervisor:
                 self.failed_index = len(self.solutions)
 
     def _send_job(self, job: bytes) -> None:
-        self.conn.settimeout(max(0.0, self.candidate_deadline - time.monotonic()))
+        conn = self.child.conn
+        conn.settimeout(max(0.0, self.candidate_deadline - time.monotonic()))
         try:
-            self.conn.sendall(job)
+            conn.sendall(job)
         except OSError:
-            pass  # the child died or stalled while reading; its exit or the deadline explains why
-        self.conn.setblocking(False)
+            pass  # the child died or stalled while reading; its driver judges it
 
     def _watch(self) -> None:
-        """Wake when the driver ends its side of the channel, at the deadline, or to drain the channel.
-
-        A message does not wake this thread (the poll asks for hang-ups only): messages carry the
-        driver's clock, so they can be read in batches and still be judged against the deadline.
-        """
+        """Wake when the driver writes or ends its side of the channel, or at the deadline."""
         poller = select.poll()
-        poller.register(self.conn, select.POLLRDHUP)
+        poller.register(self.channel, select.POLLIN | select.POLLRDHUP)
         while not self._finished():
             now = time.monotonic()
-            deadline = self.candidate_deadline
-            if now >= deadline:
-                # This process may wake late (a busy machine, other threads): what the child has
-                # already sent is judged first, by the child's own timestamps (see _handle).
+            if now >= self.candidate_deadline:
+                # This process may wake late (a busy machine, other threads): what the driver has
+                # already sent is judged first, by the driver's own timestamps (see _handle).
                 self._read_messages()
                 if not self._finished():
                     self._fail_if_past(now)
             else:
-                poller.poll(1000 * min(deadline - now, _DRAIN_SECONDS))
+                poller.poll(1000 * (self.candidate_deadline - now))
                 self._read_messages()
-
-    def _finished(self) -> bool:
-        return self.done or self.failure is not None or self.child_closed
 
     def _fail_if_past(self, moment: float) -> bool:
         """Fail the run if ``moment`` is at or past the candidate's deadline."""
@@ -428,15 +482,15 @@ class _Supervisor:
         """Read what the child has sent so far; a chatty child cannot keep this loop from a deadline."""
         while not self._finished():
             try:
-                chunk = self.conn.recv(1 << 20)
+                chunk = self.channel.recv(1 << 20)
             except BlockingIOError:
                 return
-            if not chunk:  # every copy of the child's end is closed: it has exited
+            if not chunk:  # every copy of the driver's end is closed: it has exited
                 self.child_closed = True
                 return
             self.received += len(chunk)
             if self.received > MAX_CANDIDATE_BYTES:
-                raise ChannelError(f"the child sent more than {MAX_CANDIDATE_BYTES >> 20} MiB")
+                raise ChannelError(f"the child sent more than {MAX_CANDIDATE_BYTES >> 20} MiB")  # via its driver
             for message in self.reader.feed(chunk):
                 self._handle(message)
             if time.monotonic() >= self.candidate_deadline:
@@ -454,16 +508,20 @@ class _Supervisor:
             if self._fail_if_past(min(float(at), time.monotonic())):  # read late, but sent past the deadline
                 return
             self.solutions.append(decode_solution(message["solution"]))
-            self.done = message.get("done") is True and len(self.solutions) == self.count
+            self.done = self.driver_done = message.get("done") is True and len(self.solutions) == self.count
         elif message == {"loaded": True} and not self.loaded:
             self.loaded = True
         elif message == {"done": True} and self.loaded and self.count == 0:
-            self.done = True
+            self.done = self.driver_done = True
         elif len(failure := keys - {"index"}) == 1 and failure <= _FAILURE_KEYS:
             (kind,) = failure
             index = message.get("index")
             named = type(index) is int and self.loaded and len(self.solutions) <= index < self.count
-            self._fail(str(message[kind])[:500], index if named else None)
+            self.driver_done = True
+            if kind == "died" and type(message[kind]) is int:
+                self.died = (message[kind], index if named else None)
+            else:
+                self._fail(str(message[kind])[:500], index if named else None)
         else:
             raise ChannelError(f"the child sent an unexpected message {sorted(message)[:5]}")
 
@@ -485,9 +543,11 @@ class _Supervisor:
         if not self.done:
             child.read_status(_REAP_GRACE_SECONDS)
 
-    def _exit_reason(self) -> str:
-        """Why the driver ended without its verdict (it judges its candidate's end itself)."""
-        progress = f"after {len(self.solutions)} of {self.count} instances"
+    def _finished(self) -> bool:
+        return self.done or self.failure is not None or self.child_closed or self.died is not None
+
+    def _exit_reason(self, progress: str) -> str:
+        """Why the child ended, from the fork server's record of it."""
         if self.child.exit_status is None and self.child.server_gone:
             return f"the sandbox's fork server died {progress}"
         return exit_reason(self.child.exit_status, progress)

@@ -1,7 +1,7 @@
-"""The fork server: a warm process that forks one fresh driver process per candidate.
+"""The fork server: a warm process that forks one fresh, isolated child per candidate.
 
-Each driver (``driver.py``) forks the candidate's sandboxed process in turn; "child" below means
-the driver together with it.
+It also forks the trusted driver processes (``driver.py``), on request, which run the task's
+drivers against the children; they are forked before any candidate code runs anywhere.
 
 Importing numpy and the task costs far more than a fork, so this process pays it once and every
 candidate starts from a copy. It also holds the instances being evaluated (read once, at start),
@@ -44,7 +44,7 @@ import threading
 from collections.abc import Iterator
 
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD
-from coevo.evaluate.child import ChildSetup, Prepared
+from coevo.evaluate.child import ChildSetup, Prepared, run_child
 from coevo.evaluate.driver import run_driver
 from coevo.evaluate.isolation import become_subreaper, confine_server, erase_environment, forbid_privilege_gain
 from coevo.evaluate.policy import PRELOADED_MODULES
@@ -139,36 +139,41 @@ class _ForkServer:
                     os.read(self.wake_read, 4096)
                     self._reap()
                 if self.control in readable:
-                    message, fds, _, _ = socket.recv_fds(self.control, 16, 2 * MAX_FORK_BATCH)
+                    message, fds, _, _ = socket.recv_fds(self.control, 16, 3 * MAX_FORK_BATCH)
                     if not message:
                         return
-                    self._spawn(fds)
+                    self._spawn(message, fds)
         finally:
             self._shut_down()
 
-    def _spawn(self, fds: list[int]) -> None:
-        """Fork one child per (channel, status pipe) pair received, all forks back to back.
+    def _spawn(self, kind: bytes, fds: list[int]) -> None:
+        """Fork one child per (channel, status pipe, progress page) received, or one driver per
+        (channel, status pipe), all forks back to back.
 
         After a fork every page this process writes is copied, so the bookkeeping is done once
         for the whole batch, before and after the forks, not between them.
         """
-        pairs = list(zip(fds[::2], fds[1::2]))
+        width = 3 if kind == b"fork" else 2
+        groups = [fds[start : start + width] for start in range(0, len(fds), width)]
         with _signals_as_children_need_them():
-            pids = [self._fork(conn_fd) for conn_fd, _ in pairs]
-        for pid, (conn_fd, status_fd) in zip(pids, pairs):
+            pids = [self._fork(kind, group) for group in groups]
+        for pid, (conn_fd, status_fd, *progress) in zip(pids, groups):
             try:
                 os.setpgid(pid, pid)  # also done by the child; whichever runs first closes the kill race
             except OSError:
                 pass
-            os.close(conn_fd)
+            for fd in (conn_fd, *progress):
+                os.close(fd)
             self.children[pid] = status_fd
             _report(status_fd, b"P", pid)
         self._reap()  # children that ended while SIGCHLD was not handled
 
-    def _fork(self, conn_fd: int) -> int:
+    def _fork(self, kind: bytes, fds: list[int]) -> int:
         pid = os.fork()
-        if pid == 0:
-            run_driver(conn_fd, self.prepared, self.setup)  # closes every descriptor but conn_fd
+        if pid == 0:  # each closes every descriptor but its own
+            if kind == b"fork":
+                run_child(fds[0], fds[2], self.prepared, self.setup)
+            run_driver(fds[0], self.prepared, self.setup)
         return pid
 
     def _reap(self) -> None:
