@@ -211,7 +211,7 @@ def _drive_until_done(runner) -> None:
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("evals  best {task.fields[best]}"),
+        TextColumn("evals  best on search {task.fields[best]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
