@@ -35,7 +35,7 @@ def test_default_gives_torch_the_idle_cores(cpus: int, load: float, expected: in
 
 
 def test_a_busy_machine_sets_the_variable_that_torch_and_children_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(THREADS_ENV)
+    monkeypatch.delenv(THREADS_ENV, raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 3.0, 3.0))
     assert configure_threads() == 1
@@ -65,7 +65,7 @@ def test_the_command_line_applies_the_default_at_start_up(
 ) -> None:
     from coevo.cli import main
 
-    monkeypatch.delenv(THREADS_ENV)
+    monkeypatch.delenv(THREADS_ENV, raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     monkeypatch.setattr(os, "getloadavg", lambda: (2.2, 2.0, 2.0))
     assert main(["tasks", "list", "--json"]) == 0
