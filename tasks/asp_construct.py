@@ -185,7 +185,7 @@ class ASPConstruct(Task):
         violation = admissibility_violation(rows, int(instance["n"]), int(instance["w"]))
         if violation is not None:
             raise InvalidSolution(violation)
-        return -float(expanded_size(rows))
+        return float(expanded_size(rows))
 
     def reference_objective(self, instance: Instance) -> float:
-        return -float(BEST_KNOWN_SIZE[(int(instance["n"]), int(instance["w"]))])
+        return float(BEST_KNOWN_SIZE[(int(instance["n"]), int(instance["w"]))])

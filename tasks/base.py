@@ -18,8 +18,9 @@ The framework runs many instances' drivers in lockstep and carries every step's 
 sandbox in one message (``coevo.evaluate``); ``construct`` runs one driver in-process, for
 trusted code (shipped heuristics, tests).
 
-Objectives are always minimised (KP and ASP report negated values internally and expose a
-``sense`` so reports can show the natural sign).
+Objectives are in the task's natural sign (tour length, packed value); ``sense`` says which way is
+better. The reward every method optimises (higher is better) is derived from them in one place,
+``coevo.candidate.fitness_of``.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class Task:
     reference_name: ClassVar[str]
     """What ``gap_pct`` is measured against, e.g. "LKH-3 (elkai)" or "L1 lower bound"."""
     sense: ClassVar[Literal["min", "max"]] = "min"
-    """Natural direction of the reported objective (internal objectives are always minimised)."""
+    """Which way the objective is better: "min" (lengths, bins) or "max" (values, sizes)."""
     instance_seconds: ClassVar[float] = 10.0
     """Default per-instance limit on the time the candidate's function may take: generous for a
     sound heuristic on the task's largest instances on one slow core, so only runaway candidates
@@ -163,13 +164,13 @@ class Task:
         return (SEED_DIR / f"{self.name}.py").read_text()
 
     def references(self, split: SplitName, group: InstanceGroup) -> Sequence[float] | None:
-        """Reference values the task computes itself for a group (cheap bounds), as minimised
-        objectives, or None to use the values shipped in ``tasks/data`` where there are any. Gaps are
+        """Reference values the task computes itself for a group (cheap bounds), in the objective's
+        natural sign, or None to use the values shipped in ``tasks/data`` where there are any. Gaps are
         shown only where references exist."""
         return None
 
     def reference_objective(self, instance: Instance) -> float:
-        """The instance's reference value (optimum, near-optimum or bound) as a minimised objective.
+        """The instance's reference value (optimum, near-optimum or bound), in the objective's natural sign.
 
         Slow by nature (LKH, OR-Tools): only ``experiments/compute_references.py`` calls it; everyone
         else reads the shipped values through ``tasks.references``.

@@ -87,7 +87,6 @@ def evaluate_split(
     The gap uses the shipped references of the same instances (None where none are shipped);
     references that no longer match the whole group's instances raise ReferenceMismatch.
     """
-    sign = -1.0 if task.sense == "max" else 1.0
     results = []
     for group in task.groups(split):
         if labels is not None and group.label not in labels:
@@ -95,8 +94,8 @@ def evaluate_split(
         instances = group.instances[:limit] if limit is not None else group.instances
         objectives = np.array([task.score(instance, solve(instance)) for instance in instances])
         try:
-            gap = gap_pct(objectives, group_references(task, split, group)[: len(instances)])
+            gap = gap_pct(objectives, group_references(task, split, group)[: len(instances)], task.sense)
         except MissingReferences:
             gap = None
-        results.append(GroupResult(group.label, sign * float(objectives.mean()), gap, len(instances)))
+        results.append(GroupResult(group.label, float(objectives.mean()), gap, len(instances)))
     return results

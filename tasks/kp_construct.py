@@ -127,7 +127,7 @@ class KPConstruct(Task):
         total_weight = float(weights[items].sum())
         if total_weight > instance["capacity"] + CAPACITY_TOLERANCE:
             raise InvalidSolution(f"the packing weighs {total_weight:.6g}, over the capacity {instance['capacity']}")
-        return -float(values[items].sum())
+        return float(values[items].sum())
 
     def reference_objective(self, instance: Instance) -> float:
         knapsack_solver = require("ortools.algorithms.python.knapsack_solver", "references", "the knapsack reference")

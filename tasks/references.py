@@ -10,7 +10,7 @@ File layout::
     {"task": "tsp_construct", "reference_name": "LKH-3 (elkai)",
      "splits": {"test": {"n50": {"sha256": "...", "n_instances": 1000, "reference": [5.69, ...]}}}}
 
-Reference values use the task's internal, minimised objective (negated for maximisation tasks).
+Reference values are in the task's natural sign, as its objective is.
 """
 
 from __future__ import annotations
@@ -115,11 +115,12 @@ def group_references(task: Task, split: SplitName, group: InstanceGroup) -> np.n
     return np.asarray(entry.values, dtype=np.float64)
 
 
-def gap_pct(objectives: Sequence[float], references: Sequence[float]) -> float:
-    """Percentage excess of the mean objective over the mean reference (minimised objectives).
+def gap_pct(objectives: Sequence[float], references: Sequence[float], sense: str = "min") -> float:
+    """How far the mean objective falls short of the mean reference, in percent of the reference:
+    the excess for a minimised objective, the shortfall for a maximised one (positive means worse).
 
     Ratio of means, as the published AHD tables compute it (mean tour length vs mean LKH length,
-    mean bins vs mean L1 bound); with negated objectives for maximisation it gives the shortfall.
+    mean bins vs mean L1 bound, mean value vs the optimum's).
     """
     objectives = np.asarray(objectives, dtype=np.float64)
     references = np.asarray(references, dtype=np.float64)
@@ -128,4 +129,5 @@ def gap_pct(objectives: Sequence[float], references: Sequence[float]) -> float:
     reference_mean = references.mean()
     if reference_mean == 0:
         raise ValueError("the mean reference is 0: a relative gap is undefined")
-    return float(100.0 * (objectives.mean() - reference_mean) / abs(reference_mean))
+    worse_by = objectives.mean() - reference_mean if sense == "min" else reference_mean - objectives.mean()
+    return float(100.0 * worse_by / abs(reference_mean))

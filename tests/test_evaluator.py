@@ -16,6 +16,7 @@ import numpy as np
 import psutil
 import pytest
 
+from coevo.candidate import fitness_of
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.channel import ChannelError, FrameReader, decode_solution, encode_solution, frame
 from coevo.evaluate.child import Job
@@ -154,10 +155,13 @@ def test_candidates_run_in_parallel() -> None:
     assert most_at_once == 2
 
 
-def test_natural_sign_follows_the_task_sense() -> None:
+def test_the_objective_is_the_tasks_own_and_the_reward_is_derived_once() -> None:
+    """A maximising task's score is reported as it is; only `fitness_of` turns it into a reward."""
     with Evaluator(MaximisingProbe(), limits=LIMITS) as evaluator:
         result = evaluator.evaluate(SEED)
-    assert result.objective == pytest.approx(-float(np.mean(smallest_values())))
+    assert result.objective == pytest.approx(float(np.mean(smallest_values())))
+    assert fitness_of(result.objective, MaximisingProbe.sense) == result.objective
+    assert fitness_of(result.objective, ProbeTask.sense) == -result.objective
 
 
 def test_gap_uses_shipped_references(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,6 +170,9 @@ def test_gap_uses_shipped_references(monkeypatch: pytest.MonkeyPatch) -> None:
     with Evaluator(ProbeTask(), limits=LIMITS) as evaluator:
         result = evaluator.evaluate(SEED)
     assert result.gap_pct == pytest.approx(gap_pct(smallest_values(), references))
+    with Evaluator(MaximisingProbe(), limits=LIMITS) as evaluator:
+        shortfall = evaluator.evaluate(SEED).gap_pct
+    assert shortfall == pytest.approx(100 * (0.05 - np.mean(smallest_values())) / 0.05), "a maximum falls short"
 
 
 def test_standard_library_helpers_work_in_the_sandbox(evaluator: Evaluator) -> None:

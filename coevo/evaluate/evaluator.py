@@ -187,18 +187,17 @@ class Evaluator:
 
     def _result(self, digest: str, reason: str | None, objectives: list[float], seconds: float) -> EvalResult:
         valid = reason is None
-        sign = -1.0 if self.task.sense == "max" else 1.0
         references = self._reference_values if valid else None
         return EvalResult(
             task=self.task.name,
             split=self.split,
             valid=valid,
-            objective=sign * float(np.mean(objectives)) if valid else None,
-            gap_pct=gap_pct(objectives, references) if references is not None else None,
+            objective=float(np.mean(objectives)) if valid else None,
+            gap_pct=gap_pct(objectives, references, self.task.sense) if references is not None else None,
             n_instances=self.n_instances,
             reason=reason,
             seconds=round(seconds, 6),
-            per_instance=tuple(sign * value for value in objectives),
+            per_instance=tuple(objectives),
             code_hash=digest,
         )
 

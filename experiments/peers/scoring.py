@@ -76,7 +76,7 @@ def score_program(task_name: str, code: str, split: str = "search") -> dict[str,
                 objectives.append(float(task.score(instance, task.construct(heuristic, instance))))
             if task.name != "probe":  # the probe task has no shipped references: its score is the objective
                 references.extend(group_references(task, split, group))  # type: ignore[arg-type]
-        gap = gap_pct(objectives, references) if references else sum(objectives) / len(objectives)
+        gap = gap_pct(objectives, references, task.sense) if references else sum(objectives) / len(objectives)
         if not math.isfinite(gap):
             raise ValueError(f"the gap is {gap}")
         verdict = {"valid": True, "gap_pct": gap, "combined_score": -gap, "reason": None}
