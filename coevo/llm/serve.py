@@ -162,7 +162,8 @@ class ChatServer:
 
     async def _respond(self, request: Request) -> Response:
         route = (request.method, request.url.path.rstrip("/"))
-        if route[0] == "POST":
+        raw = b""
+        if request.method == "POST":
             try:
                 raw = await _read_body(request)
             except _TooLarge:
