@@ -17,19 +17,15 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from coevo.candidate import WeightsRef
 from coevo.es.perturbation import Perturbation
 from coevo.es.protocols import WeightsHost
 from coevo.llm.base import AGENT_SAMPLING, SamplingParams
-from coevo.workload import Evaluation, Member, Trajectory, Turn
+from coevo.workload import EPISODES, Evaluation, Member, Trajectory, Turn
 from tasks.agents import Episode, Prompt, llm_policy, make_env, rollout
 from tasks.agents.rollout import PerRequestLLM, Policy, turn_request
-from tasks.agents.splits import env_seeds, verify_split
-
-if TYPE_CHECKING:
-    from coevo.run.config import WorkloadSettings
+from tasks.agents.splits import verify_split
 
 FAILURE_REASONS_SHOWN = 3
 
@@ -56,23 +52,7 @@ class AgentWorkload:
     batched: bool = True
     """Play low-rank members together; False plays them one after another (what batching must equal)."""
     sense = "max"
-
-    @classmethod
-    def configured(
-        cls, llm: PerRequestLLM, settings: WorkloadSettings, host: WeightsHost | None = None, seed: int = 0
-    ) -> AgentWorkload:
-        """The workload a run's `[workload]` section asks for: windows of `episodes` search seeds."""
-        return cls(
-            llm,
-            settings.env,
-            settings.agent_horizon,
-            tuple(env_seeds(settings.env, "search")),
-            host=host,
-            seed=seed,
-            window=settings.episodes,
-            heldout=settings.heldout,
-            heldout_limit=settings.heldout_episodes,
-        )
+    capabilities = EPISODES
 
     def __post_init__(self) -> None:
         make_env(self.env, self.horizon)  # an unknown name or H out of range fails here, in one line

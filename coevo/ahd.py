@@ -13,11 +13,13 @@ from collections.abc import Iterable, Sequence
 from coevo.evaluate.evaluator import EvalResult, Evaluator
 from coevo.operators.dedupe import code_fingerprint
 from coevo.operators.records import direction
-from coevo.workload import Evaluation, Member
+from coevo.workload import HEURISTICS, Evaluation, Member
 
 
 class AHDWorkload:
     """The `Workload` over one `Evaluator` (one task, split and instance set)."""
+
+    capabilities = HEURISTICS
 
     def __init__(self, evaluator: Evaluator) -> None:
         self.evaluator = evaluator

@@ -94,6 +94,27 @@ class Evaluation:
         return tuple(fitness_of(value, self.sense) for value in self.per_instance)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a workload's members are, so a method chooses its moves by what the workload can do and
+    never by which workload it is."""
+
+    heuristics: bool = True
+    """Members are heuristics the LLM writes for a task from proposal requests, kept in a population."""
+    episodes: bool = False
+    """Members are text an agent is shown while playing episodes under the member's weights; held-out
+    success is measured on episodes no member was searched on."""
+
+
+HEURISTICS = Capabilities()
+EPISODES = Capabilities(heuristics=False, episodes=True)
+
+
+def capabilities_of(workload: object) -> Capabilities:
+    """The workload's `capabilities`; one that declares none scores heuristics (the protocol's first use)."""
+    return getattr(workload, "capabilities", HEURISTICS)
+
+
 @runtime_checkable
 class Workload(Protocol):
     """Scores members on one fixed batch of instances (a split, or its first N instances)."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 
 from coevo.candidate import Candidate, fitness_of
+from coevo.methods.base import improvement_reward
+from coevo.methods.coevo import feedback_line
 from coevo.operators import BudgetLedger, EoHOperators, Reflector
 from coevo.population import Population, as_parent
-from coevo.run.methods import _feedback_line, improvement_reward
 from tasks import get_task
 
 # task -> (good objective, bad objective) in the task's natural sign
@@ -80,7 +81,7 @@ def test_short_reflection_shows_the_better_heuristic_first(pair) -> None:
 def test_rewriter_feedback_uses_the_real_direction_and_natural_objectives(pair) -> None:
     name, good, bad = pair
     task = get_task(name)
-    improved = _feedback_line(good, bad, task.sense)
+    improved = feedback_line(good, bad, task.sense)
     assert "better than its parent" in improved and "not better" not in improved
     assert f"scored {good.objective:.4g}" in improved and f"({bad.objective:.4g}; {DIRECTION[task.sense]})" in improved
-    assert "not better than its parent" in _feedback_line(bad, good, task.sense)
+    assert "not better than its parent" in feedback_line(bad, good, task.sense)

@@ -73,7 +73,6 @@ def test_grpo_on_the_tiny_model_trains_reports_its_steps_and_refuses_resume(tmp_
 @pytest.mark.slow
 def test_a_real_grpo_step_on_smollm2_changes_the_weights_and_records_the_run(config: Path, tmp_path: Path):
     pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
-    from coevo.run.heldout import record_heldout
     from coevo.run.session import start_run
 
     # 8 search episodes in groups of 4: SmolLM2 succeeds on a few of them at H=2, so some group's
@@ -88,7 +87,7 @@ def test_a_real_grpo_step_on_smollm2_changes_the_weights_and_records_the_run(con
     base_sha = runner.weights_sha256()
     with runner:
         runner.run()
-        record_heldout(runner, "after")
+        runner.record_heldout("after")
         trained_sha = runner.weights_sha256()
         state = runner.store.last_state()
     assert trained_sha != base_sha, "one GRPO step moved the weights"

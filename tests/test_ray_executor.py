@@ -199,7 +199,7 @@ def test_a_replica_that_only_scores_loads_no_model_and_gives_the_drivers_verdict
     with start_run(config, tmp_path / "local") as local:
         local.run()
         expected = stored(local.store)
-    monkeypatch.setattr("coevo.run.session.load_llm", refuse)
+    monkeypatch.setattr("coevo.run.build.load_llm", refuse)
     executor = ReplicaExecutor(config)
     assert executor.replica.host is None and executor.replica.operators is None
     store = RunStore.create(tmp_path / "replica", config.model_dump(mode="json"))

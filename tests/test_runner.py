@@ -9,8 +9,8 @@ import pytest
 from scripted_llm import ScriptedLLM
 
 from coevo.es.history import replay
+from coevo.methods.base import improvement_reward
 from coevo.run.config import ConfigError, RunConfig, load_config, validate
-from coevo.run.methods import improvement_reward
 from coevo.run.runner import summary
 from coevo.run.session import resume_run, start_run
 from coevo.run.store import RunStore

@@ -11,10 +11,11 @@ from scripted_llm import ScriptedLLM
 from test_skills_ahd import HELPER, LESSON, code_skill
 
 from coevo.llm.base import Completion
+from coevo.methods.coevo import Coevo
 from coevo.run.config import RunConfig, validate
-from coevo.run.methods import AHDESThenSkills, AHDSkillsCoevo, Coevo, method_class
 from coevo.run.session import resume_run, start_run
 from coevo.skills import Library, save_library
+from coevo.workload import EPISODES, HEURISTICS
 from tasks import get_task
 
 SEED_ANSWER = (
@@ -63,9 +64,9 @@ def library(tmp_path: Path) -> Path:
 
 
 def test_ahd_coevo_evolves_the_skill_library_only_when_the_config_names_one(library: Path) -> None:
-    assert method_class(run_config("coevo", library)) is AHDSkillsCoevo
-    assert method_class(run_config("coevo", None)) is Coevo, "without a library: prompt variants, as before"
-    assert method_class(run_config("es-then-skills", None)) is AHDESThenSkills
+    assert Coevo(run_config("coevo", library), HEURISTICS).evolves_skills
+    assert not Coevo(run_config("coevo", None), HEURISTICS).evolves_skills, "without a library: prompt variants"
+    assert Coevo(run_config("coevo", None), EPISODES).evolves_skills, "episodes always show the library"
     assert run_config("es-then-skills", None).uses_weights and run_config("coevo", library).uses_weights
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coevo.report import write_report
-from coevo.run.heldout import heldout_lines, record_heldout
+from coevo.run.heldout import heldout_lines
 from coevo.run.session import start_run
 from coevo.run.store import RunStore
 from coevo.skills.history import library_history
@@ -17,7 +17,7 @@ def test_report_shows_the_library_history_and_the_library_held_out_success_was_m
     config = config_with_library(tmp_path, [("stand-still", "a lesson", "Look around first.")])
     with start_run(config, tmp_path / "run", FakeAgentLLM()) as runner:
         runner.run()
-        record_heldout(runner, "after")
+        runner.record_heldout("after")
         final = runner.method.skills.library
         lines = heldout_lines(runner.heldout)
     assert "walk-to-goal" in final, "the scripted lesson is learned in generation 1"

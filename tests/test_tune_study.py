@@ -16,7 +16,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 from scripted_llm import ScriptedLLM
 
-from coevo.es.host import module_host
+from coevo.es.hosts import module_host
 from coevo.run.config import load_config
 from coevo.run.store import RunStore
 from coevo.tune.space import load_space

@@ -14,10 +14,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 from torch import nn
 
-from coevo.es.host import TorchWeightsHost
+from coevo.es.hosts import module_host
 from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Update
 from coevo.es.protocols import WeightsHost
@@ -80,6 +81,18 @@ class UpdateRecord:
         )
 
 
+class History(Protocol):
+    """Where the engine keeps its updates: a JSONL file (`ESHistory`) or a run store's table."""
+
+    def append(self, record: UpdateRecord) -> None:
+        """Keep one record; records arrive in step order, 0, 1, ..."""
+        ...
+
+    def load(self) -> list[UpdateRecord]:
+        """Every record kept so far, in step order."""
+        ...
+
+
 class ESHistory:
     """An append-only JSONL file of `UpdateRecord`s, durable after each append."""
 
@@ -136,12 +149,9 @@ class ESHistory:
 def host_for(module: nn.Module, record: UpdateRecord | None) -> WeightsHost:
     """The host that made `record` (full rank, or low rank of the rank its noise version names)."""
     if record is None:
-        return TorchWeightsHost(module)
-    if match := re.search(r"\+lowrank-r(\d+)$", record.noise_version):
-        from coevo.es.lowrank import LowRankHost
-
-        return LowRankHost(module, rank=int(match.group(1)), scope=record.scope)
-    return TorchWeightsHost(module, scope=record.scope)
+        return module_host(module, "full")
+    match = re.search(r"\+lowrank-r(\d+)$", record.noise_version)
+    return module_host(module, record.scope, int(match.group(1)) if match else 0)
 
 
 def replay(target: WeightsHost | nn.Module, history: ESHistory | Sequence[UpdateRecord]) -> WeightsHost:

@@ -29,7 +29,6 @@ from torch import nn
 from coevo.es.noise import NOISE_VERSION, noise_key, perturb_, perturb_all_
 from coevo.es.optim import ParamState, apply_update_
 from coevo.es.perturbation import Perturbation, PerturbedContext, Update
-from coevo.es.protocols import WeightsHost
 
 RestoreMode = Literal["exact", "inplace"]
 
@@ -244,13 +243,3 @@ class TorchWeightsHost(PerturbedContext):
 
 def _fp32_copy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.to(device="cpu", dtype=torch.float32, copy=True).numpy().reshape(-1)
-
-
-def module_host(module: nn.Module, scope: str, rank: int = 0) -> WeightsHost:
-    """The host over a torch module's weights: full-rank members in place (`rank` 0), or rank-`rank`
-    members decoded together in one batch (`LowRankHost`)."""
-    if rank:
-        from coevo.es.lowrank import LowRankHost  # lowrank builds on this module, so it is imported late
-
-        return LowRankHost(module, rank=rank, scope=scope)
-    return TorchWeightsHost(module, scope=scope)

@@ -7,16 +7,14 @@ ascends the reward: g estimates its gradient.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from coevo.es.noise import accumulate_, noise_key
-
-if TYPE_CHECKING:
-    from coevo.es.perturbation import Update
 
 
 class OptimizerConfig(BaseModel):
@@ -37,6 +35,16 @@ class OptimizerConfig(BaseModel):
         return self.kind == "adam" or self.momentum > 0.0
 
 
+class UpdateStep(Protocol):
+    """What moving a tensor reads of one ES update (`coevo.es.perturbation.Update`, which carries an
+    `OptimizerConfig` and so sits above this module)."""
+
+    seeds: Sequence[int]
+    coeffs: Sequence[float]
+    alpha: float
+    optimizer: OptimizerConfig
+
+
 @dataclass
 class ParamState:
     """Optimizer state of one parameter (absent buffers are allocated on first use)."""
@@ -46,7 +54,7 @@ class ParamState:
     second_moment: np.ndarray | None = None
 
 
-def apply_update_(param: np.ndarray, name: str, update: Update, state: ParamState) -> None:
+def apply_update_(param: np.ndarray, name: str, update: UpdateStep, state: ParamState) -> None:
     """Move the fp32 tensor `param` (canonical `name`) by one ES update, in place."""
     config = update.optimizer
     keys = np.array([noise_key(seed, name) for seed in update.seeds], dtype=np.uint64)

@@ -1,16 +1,13 @@
-"""The two protocols the ES engine drives: `WeightsHost` (where weights live) and `History` (where
-updates are kept). They live with the engine so `coevo.es` depends on nothing above it; backends and
-run stores implement them."""
+"""The protocol of where weights live (`WeightsHost`), which the ES engine drives. It lives with the
+engine so `coevo.es` depends on nothing above it; backends implement it. Where updates are kept is
+`coevo.es.history.History`."""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from coevo.es.perturbation import Perturbation, Update
-
-if TYPE_CHECKING:
-    from coevo.es.history import UpdateRecord
 
 
 @runtime_checkable
@@ -45,16 +42,4 @@ class WeightsHost(Protocol):
 
     def weights_sha256(self) -> str:
         """Hash of the live weights (names, dtypes, shapes, bytes): equal hashes mean equal models."""
-        ...
-
-
-class History(Protocol):
-    """Where the engine keeps its updates: a JSONL file (`ESHistory`) or a run store's table."""
-
-    def append(self, record: UpdateRecord) -> None:
-        """Keep one record; records arrive in step order, 0, 1, ..."""
-        ...
-
-    def load(self) -> list[UpdateRecord]:
-        """Every record kept so far, in step order."""
         ...

@@ -188,7 +188,7 @@ class HFBackend:
 
     def weights_host(self, scope: str, rank: int = 0) -> WeightsHost:
         """The `WeightsHost` the ES engine drives (`WeightsBackend`); it edits `self.model` in place."""
-        from coevo.es.host import module_host
+        from coevo.es.hosts import module_host
 
         return module_host(self.model, scope, rank)
 

@@ -204,14 +204,13 @@ def _drive(runner) -> None:
 
 def _drive_until_done(runner) -> None:
     from coevo.report import write_report
-    from coevo.run.validation import answer_line
 
     console = Console(stderr=True)
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("evals  best on search {task.fields[best]}"),
+        TextColumn("evals  best {task.fields[best]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
@@ -227,9 +226,6 @@ def _drive_until_done(runner) -> None:
             update(runner)
             runner.run()
         lines = _held_out(runner, console)
-        answer = runner.store.answer_summary()
-    if answer is not None:
-        lines.insert(0, answer_line(answer))
     report = write_report(runner.run_dir)
     for line in lines:
         print(line)
@@ -239,11 +235,11 @@ def _drive_until_done(runner) -> None:
 
 def _held_out(runner, console: Console) -> list[str]:
     """The held-out verdict: the best heuristic against the seed (AHD), or success before and after (agent)."""
-    if runner.config.workload.kind == "agent":
-        from coevo.run.heldout import heldout_lines, record_heldout
+    if runner.capabilities.episodes:
+        from coevo.run.heldout import heldout_lines
 
         with console.status(f"measuring the trained weights on the {runner.config.workload.heldout} split"):
-            record_heldout(runner, "after")
+            runner.record_heldout("after")
         return heldout_lines(runner.heldout)
     from coevo.run.validation import validate_best
 

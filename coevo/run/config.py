@@ -16,11 +16,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coevo.operators.templates import OPERATORS
-from coevo.run.methods import METHOD_CLASSES, METHODS as METHODS_BY_NAME, method_class
+from coevo.run.methods import BUILT_IN, method_class
 from coevo.skills.settings import SkillsSettings
+from coevo.workload import EPISODES, HEURISTICS, Capabilities
 
-METHODS = tuple(METHODS_BY_NAME)
-"""The valid method names, as the method classes declare them."""
+METHODS = tuple(BUILT_IN)
+"""The built-in method names (`coevo.run.methods`); installed packages and specs may name more."""
 
 
 class ConfigError(ValueError):
@@ -131,6 +132,11 @@ class WorkloadSettings(_Section):
         return self
 
     @property
+    def capabilities(self) -> Capabilities:
+        """What this workload's members are, as the methods ask it (`coevo.workload.Capabilities`)."""
+        return EPISODES if self.kind == "agent" else HEURISTICS
+
+    @property
     def agent_horizon(self) -> int:
         from tasks.agents import env_class
 
@@ -160,13 +166,22 @@ class RunConfig(_Section):
     coevo: CoevoSettings = CoevoSettings()
     workload: WorkloadSettings = WorkloadSettings()
     skills: SkillsSettings = SkillsSettings()
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="the method's own table, checked by the method's settings model"
+    )
 
     @field_validator("method")
     @classmethod
     def _known_method(cls, value: str) -> str:
-        if value not in METHODS:
-            raise ValueError(f"unknown method {value!r}; known: {', '.join(METHODS)}")
-        return value
+        """A built-in or registered name, or a file/module spec (a file's path made absolute); the
+        class is loaded here, so a broken method fails before any model loads."""
+        from coevo.plugins import PluginError, normalised
+
+        try:
+            method_class(value)
+        except PluginError as exc:
+            raise ValueError(str(exc)) from None
+        return normalised(value)
 
     @field_validator("task")
     @classmethod
@@ -186,15 +201,26 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _method_fits_workload(self) -> RunConfig:
-        kind = self.workload.kind
-        fitting = list(dict.fromkeys(cls.name for cls in METHOD_CLASSES if kind in cls.workloads))
-        if self.method not in fitting:
+        kind, capabilities = self.workload.kind, self.workload.capabilities
+        method = method_class(self.method)
+        if not method.runs_on(capabilities):
+            fitting = [name for name in METHODS if method_class(name).runs_on(capabilities)]
             raise ValueError(f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}")
         if kind == "ahd" and self.task is None:
             raise ValueError("config key 'task' is required")
-        extra = method_class(self).extra
-        if extra is not None and importlib.util.find_spec(extra[0]) is None:
-            raise ValueError(f"method {self.method} needs the {extra[1]!r} extra: pip install 'coevo[{extra[1]}]'")
+        if method.extra is not None and importlib.util.find_spec(method.extra[0]) is None:
+            raise ValueError(
+                f"method {self.method} needs the {method.extra[1]!r} extra: pip install 'coevo[{method.extra[1]}]'"
+            )
+        if method.settings_model is None and self.settings:
+            raise ValueError(f"method {self.method} takes no [settings] table")
+        if method.settings_model is not None:
+            try:
+                method.settings_model.model_validate(self.settings)
+            except ValidationError as exc:
+                error = exc.errors()[0]
+                where = ".".join(str(part) for part in ("settings", *error["loc"]))
+                raise ValueError(f"config key {where!r}: {error['msg']}") from None
         return self
 
     @model_validator(mode="after")
@@ -222,7 +248,7 @@ class RunConfig(_Section):
 
     @property
     def uses_weights(self) -> bool:
-        return method_class(self).uses_weights
+        return method_class(self.method).uses_weights
 
     @property
     def subject(self) -> str:

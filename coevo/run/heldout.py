@@ -2,20 +2,18 @@
 
 Selection only ever sees search episodes; whether ES (or GRPO) taught the agent anything is decided on a
 split it never trained on. The base weights are measured when the run starts (generation 0) and the trained ones
-when it ends, both with the same sampling seeds; both travel in the runner's step state, so a resumed
-run still compares against its own start.
+when it ends, both with the same sampling seeds; both travel in the runner's step state
+(`Runner.record_heldout`), so a resumed run still compares against its own start.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from coevo.agents import AgentWorkload
-from coevo.run.runner import Runner
 from coevo.stats import wilson_interval
-from coevo.workload import Member
+from coevo.workload import Member, Workload, capabilities_of
+
 
 @dataclass(frozen=True)
 class SuccessRate:
@@ -40,29 +38,15 @@ class SuccessRate:
         )
 
 
-def heldout_success(runner: Runner) -> SuccessRate:
-    """The live weights' success rate on the configured held-out episodes, with the text the method
-    shows (a skill method: its whole library as it stands; the others: none)."""
-    workload = runner.workload
-    if not isinstance(workload, AgentWorkload):
-        raise RuntimeError("held-out success is measured on the agent workload only")
-    shown = runner.method.heldout_view(runner)
+def heldout_success(workload: Workload, shown: tuple[Member, str] | None, updates: str) -> SuccessRate:
+    """The live weights' success rate on the workload's held-out episodes, with the text `shown` (a
+    skill method: its whole library as it stands, and its name; the others: none). `updates` says what
+    the weights have received."""
+    if not capabilities_of(workload).episodes:
+        raise RuntimeError("held-out success is measured on workloads that play episodes only")
     played = workload.heldout_episodes(Member("") if shown is None else shown[0])
     library = None if shown is None else shown[1]
-    return SuccessRate(
-        workload.heldout, sum(e.success for e in played), len(played), runner.method.updates(runner), library
-    )
-
-
-def record_heldout(runner: Runner, when: Literal["before", "after"]) -> SuccessRate:
-    """Measure now and keep it in the runner's state (committed with the step) under `when`. The
-    "after" figure is measured once the steps are done, so the store's `heldout` meta key keeps it
-    (with "before") for reports."""
-    measured = heldout_success(runner)
-    runner.heldout[when] = asdict(measured)
-    if when == "after":
-        runner.store.set_meta("heldout", json.dumps(runner.heldout))
-    return measured
+    return SuccessRate(workload.heldout, sum(e.success for e in played), len(played), updates, library)
 
 
 def heldout_lines(heldout: dict[str, dict[str, Any]]) -> list[str]:

@@ -7,15 +7,9 @@ baselines are whole solvers, not heuristics of the task's signature, so they nev
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tasks.base import SEED_DIR, Task
 
 EVOLVED_DIR = SEED_DIR.parent / "evolved"
-
-
-def evolved_path(task: Task, name: str) -> Path:
-    return EVOLVED_DIR / f"{task.name}__{name}.py"
 
 
 def library_codes(task: Task, which: str) -> dict[str, str]:

@@ -66,26 +66,21 @@ class MemberReplica:
     """
 
     def __init__(self, config_data: dict[str, Any], threads: int = 1) -> None:
-        from coevo.agents import AgentWorkload
         from coevo.operators.eoh import EoHOperators
         from coevo.operators.ledger import BudgetLedger
-        from coevo.run.runner import build_host, configured_evaluator
+        from coevo.run.build import build_host, build_workload
         from tasks import get_task
 
         config = validate(config_data)
-        agent = config.workload.kind == "agent"
-        llm = loaded_llm(config, threads) if agent or config.uses_weights else None
+        episodes = config.workload.capabilities.episodes
+        llm = loaded_llm(config, threads) if episodes or config.uses_weights else None
         self.host = build_host(llm, config) if llm is not None and config.uses_weights else None
+        self.workload: AgentWorkload | AHDWorkload = build_workload(config, llm, self.host)
         self.operators: EoHOperators | None = None
         """The AHD ES operators (None without ES or on the agent workload); a job's sampling and templates
         override theirs."""
-        self.workload: AgentWorkload | AHDWorkload
-        if agent:
-            self.workload = AgentWorkload.configured(llm, config.workload, host=self.host, seed=config.seed)
-        else:
-            self.workload = AHDWorkload(configured_evaluator(config, config.eval.split))
-            if llm is not None:
-                self.operators = EoHOperators(llm, get_task(config.task), BudgetLedger())
+        if not episodes and llm is not None:
+            self.operators = EoHOperators(llm, get_task(config.task), BudgetLedger())
         self.step = 0
 
     def play(self, lines: Sequence[str], generation: int, index: int, member: Member, traces: bool) -> Evaluation:
@@ -132,7 +127,7 @@ def loaded_llm(config: RunConfig, threads: int) -> LLM:
     """The run's LLM, on `threads` torch threads (a worker's share of its node)."""
     import torch
 
-    from coevo.run.session import load_llm
+    from coevo.run.build import load_llm
 
     torch.set_num_threads(threads)
     return load_llm(config)

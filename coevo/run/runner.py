@@ -1,6 +1,7 @@
 """The runner: the one loop every method shares.
 
-A method is a policy (`coevo.run.methods`); the runner owns the services it calls: proposing
+A method is a policy (`coevo.methods`, named in `coevo.run.methods`); the runner provides the
+services of its context (`coevo.context.Context`) and nothing more is visible to it: proposing
 heuristics with the LLM (under the current weights, or one perturbation per request), scoring them
 through the executor and the workload protocol (`coevo.workload`; the AHD workload runs them in the
 sandbox, here or on the executor's workers), the ES engine, the budget, and the store. A run is a
@@ -13,34 +14,37 @@ step reproduces it exactly. A member's sampling seed is bound to its index in th
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from coevo.agents import AgentWorkload
 from coevo.ahd import AHDWorkload
 from coevo.candidate import Candidate, WeightsRef
+from coevo.context import Policy
 from coevo.es.engine import ESConfig, ESEngine, UpdateStats
 from coevo.es.history import HISTORY_FILENAME
 from coevo.es.perturbation import Perturbation
 from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import ScheduleConfig
 from coevo.evaluate.evaluator import Evaluator
-from coevo.llm.base import LLM, SamplingParams, WeightsBackend
+from coevo.llm.base import LLM, SamplingParams
 from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.operators.ledger import BudgetLedger
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.population import Population, PromptPool, PromptVariant
-from coevo.run.config import ConfigError, RunConfig
+from coevo.run.build import build_host, build_workload, configured_evaluator
+from coevo.run.config import RunConfig
 from coevo.run.executor import Executor, LocalExecutor
-from coevo.run.methods import Method, method_class
+from coevo.run.heldout import SuccessRate, heldout_success
+from coevo.run.methods import method_class
 from coevo.run.proposals import ProposalJob, propose_member
 from coevo.run.store import RunStore, StoreHistory
-from coevo.workload import Evaluation, Generational, Member, Workload
+from coevo.workload import Capabilities, Evaluation, Generational, Member, Workload, capabilities_of
 from tasks import get_task
 from tasks.base import SplitName
 
@@ -70,7 +74,9 @@ class Runner:
             max_new_tokens=config.llm.max_new_tokens, temperature=config.llm.temperature, top_p=config.llm.top_p
         )
         self.operators = self._operators()
-        self.method: Method = method_class(config)(config)
+        self.host: WeightsHost | None = build_host(llm, config) if config.uses_weights else None
+        self.workload: Workload = workload or build_workload(config, llm, self.host, run_dir / "eval-cache")
+        self.method: Policy = method_class(config.method)(config, self.capabilities)
         self.population = Population(config.population_size)
         self.prompts = PromptPool(config.coevo.prompt_pool, [self.method.initial_prompt()])
         self.rng = np.random.default_rng(config.seed)
@@ -88,12 +94,9 @@ class Runner:
         self._calls_in_step = 0
         self._exported_updates: int | None = None
         """ES updates this process has mirrored to the JSONL file; None before its first export."""
-        self.host: WeightsHost | None = None
         self.engine: ESEngine | None = None
-        if config.uses_weights:
-            self.host = build_host(llm, config)
+        if self.host is not None:
             self.engine = ESEngine.resume(self._es_config(), self.host, StoreHistory(store, 0))
-        self.workload: Workload = workload or self._default_workload()
         self.executor: Executor = executor or LocalExecutor()
         if (state := store.last_state()) is not None:
             self._restore(state)
@@ -157,7 +160,15 @@ class Runner:
         if self.phase == 0 and self.on_generation is not None:
             self.on_generation(self)
 
-    # --- services for methods ----------------------------------------------------------------------
+    # --- the context methods receive (coevo.context.Context) ---------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        return capabilities_of(self.workload)
+
+    @property
+    def es_updates(self) -> int:
+        return 0 if self.engine is None else self.engine.step
+
     def propose(
         self,
         requests: Sequence[ProposalRequest],
@@ -248,10 +259,21 @@ class Runner:
     def register_prompt(self, variant: PromptVariant) -> None:
         self.store.add_prompt(self.step, variant.id, variant.to_dict())
 
+    def ask(self) -> list[Perturbation]:
+        return self._engine().ask()
+
     def tell(self, perturbations: Sequence[Perturbation], rewards: Sequence[float | None]) -> UpdateStats:
-        if self.engine is None:
-            raise RuntimeError(f"method {self.config.method} has no ES engine")
-        return self.engine.tell(perturbations, rewards)
+        return self._engine().tell(perturbations, rewards)
+
+    def record_heldout(self, when: Literal["before", "after"]) -> SuccessRate:
+        """Measure held-out success now (the live weights, with the text the method shows) and keep it
+        in the step state under `when`; the "after" figure, measured once the steps are done, also goes
+        to the store's `heldout` meta key for reports."""
+        measured = heldout_success(self.workload, self.method.heldout_view(), self.method.updates(self))
+        self.heldout[when] = asdict(measured)
+        if when == "after":
+            self.store.set_meta("heldout", json.dumps(self.heldout))
+        return measured
 
     def sampling_for_call(self) -> SamplingParams:
         """This step's next sampling seed: a pure function of (run seed, step, call index).
@@ -278,14 +300,13 @@ class Runner:
         return None if self.host is None else self.host.weights_sha256()
 
     # --- internals ---------------------------------------------------------------------------------
+    def _engine(self) -> ESEngine:
+        if self.engine is None:
+            raise RuntimeError(f"method {self.config.method} has no ES engine")
+        return self.engine
+
     def _operators(self) -> EoHOperators | None:
         return None if self.task is None else EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
-
-    def _default_workload(self) -> Workload:
-        settings = self.config.workload
-        if settings.kind == "agent":
-            return AgentWorkload.configured(self.llm, settings, host=self.host, seed=self.config.seed)
-        return AHDWorkload(self.evaluator_for(self.config.eval.split))
 
     def _track_best(self, candidate: Candidate) -> None:
         if candidate.valid and (self.best is None or candidate.fitness > self.best.fitness):
@@ -347,7 +368,7 @@ class Runner:
         return items
 
     def _weights_ref(self, perturbation: Perturbation | None) -> WeightsRef:
-        return WeightsRef.of(self.config.model, 0 if self.engine is None else self.engine.step, perturbation)
+        return WeightsRef.of(self.config.model, self.es_updates, perturbation)
 
     def _candidate(
         self, item: Proposal | Rejection, weights: WeightsRef, prompt_id: str | None, evaluation: Evaluation | None
@@ -375,10 +396,10 @@ class Runner:
     def _es_config(self) -> ESConfig:
         es = self.config.es
         return ESConfig(
-            population_size=self.method.es_population(self.config),
+            population_size=self.method.es_population(),
             sigma=ScheduleConfig(start=es.sigma, end=es.sigma_final, kind="cosine"),
             alpha=ScheduleConfig(start=es.alpha),
-            total_steps=self.method.planned_updates(self.config),
+            total_steps=self.method.planned_updates(),
             shaping=es.shaping,
             seed=self.config.seed,
         )
@@ -442,31 +463,6 @@ class Runner:
                 mirror.flush()
                 os.fsync(mirror.fileno())
         self._exported_updates = self.engine.step
-
-
-def configured_evaluator(config: RunConfig, split: SplitName, cache_dir: Path | None = None) -> Evaluator:
-    """The evaluator of `config.task` on `split` under the run's eval settings (instance limit, workers)."""
-    settings = config.eval
-    return Evaluator(config.task, split, limit=settings.limit, workers=settings.workers, cache_dir=cache_dir)
-
-
-def build_host(llm: LLM, config: RunConfig) -> WeightsHost:
-    """The weights host an ES method drives, as the backend builds it over its own weights.
-
-    A backend that is not a `WeightsBackend` but exposes its torch module as `model` (test doubles,
-    user factories) gets the torch host over that module.
-    """
-    model = getattr(llm, "model", None)
-    if not getattr(llm, "supports_weights", False) or not (isinstance(llm, WeightsBackend) or model is not None):
-        raise ConfigError(f"method {config.method} evolves weights, but backend {llm.name!r} is prompt-only")
-    try:
-        if isinstance(llm, WeightsBackend):
-            return llm.weights_host(config.es.scope, config.es.rank)
-        from coevo.es.host import module_host
-
-        return module_host(model, config.es.scope, config.es.rank)
-    except ValueError as exc:
-        raise ConfigError(f"method {config.method}: {exc}") from None
 
 
 def summary(store: RunStore) -> dict[str, Any]:

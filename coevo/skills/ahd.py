@@ -29,7 +29,8 @@ from coevo.skills.skill import Skill
 from coevo.workload import Trajectory, Turn
 
 if TYPE_CHECKING:
-    from coevo.run.runner import Runner
+    from coevo.context import Context
+    from coevo.skills.settings import SkillsSettings
 
 
 def defined_functions(code: str) -> set[str]:
@@ -62,15 +63,16 @@ class ValScore:
     seed so only the library differs. An unusable or invalid child scores -inf. Not charged to the
     budget (as the agent workload's held-out episodes are not); its LLM calls are recorded."""
 
-    runner: Runner
+    context: Context
+    settings: SkillsSettings
     parent: Parent
     val: Evaluator
     sampling: SamplingParams
 
     def __call__(self, library: Library) -> float:
-        request, _ = skills_request("m1", [self.parent], by_credit(library), self.runner.config.skills.prompt_tokens)
-        (item,) = self.runner.operators.propose_many([request], self.sampling)
-        self.runner.record_text([item])
+        request, _ = skills_request("m1", [self.parent], by_credit(library), self.settings.prompt_tokens)
+        (item,) = self.context.operators.propose_many([request], self.sampling)
+        self.context.record_text([item])
         if not isinstance(item, Proposal):
             return -math.inf
         result = self.val.evaluate(item.code)

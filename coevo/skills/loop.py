@@ -37,8 +37,8 @@ from coevo.skills.skill import Skill
 from coevo.workload import Evaluation, Member, Trajectory
 
 if TYPE_CHECKING:
+    from coevo.context import Context
     from coevo.es.perturbation import Perturbation
-    from coevo.run.runner import Runner
 
 SUCCESS = 1.0
 """An episode below this reward counts as failed (a success env's reward is 0 or 1)."""
@@ -46,38 +46,41 @@ SUCCESS = 1.0
 
 @dataclass
 class SkillLoop:
+    settings: SkillsSettings = field(default_factory=SkillsSettings)
+    seed: int = 0
+    """The run's seed: which members each skill is shown to derives from it and the generation."""
     library: Library = field(default_factory=Library)
     pinned: dict[str, str] = field(default_factory=dict)
     refused: RefusedBuffer = field(default_factory=RefusedBuffer)
     trajectories: list[tuple[str, Trajectory]] = field(default_factory=list)
     """Failed trajectories kept for a later distillation (es-then-skills)."""
 
-    def start(self, runner: Runner, gates: Sequence[Gate] = ()) -> None:
+    def start(self, context: Context, gates: Sequence[Gate] = ()) -> None:
         """Generation 0: load the configured library and pin its skills' hashes in the step state; with
         `gates`, each starting skill is kept only if they pass it (the refused ones are buffered)."""
-        loaded = starting_library(runner.config.skills.library)
+        loaded = starting_library(self.settings.library)
         self.pinned = pin(loaded)
         additions = [AddSkill(s) for s in loaded.values()]
         self.library = admit(Library(), additions, gates, self.refused) if gates else loaded
-        export_to_run_dir(self.library, runner.run_dir)
+        export_to_run_dir(self.library, context.run_dir)
 
-    def rendered(self, runner: Runner) -> tuple[str, list[str]]:
-        return render_prompt(by_credit(self.library), runner.config.skills.prompt_tokens)
+    def rendered(self) -> tuple[str, list[str]]:
+        return render_prompt(by_credit(self.library), self.settings.prompt_tokens)
 
     def play(
-        self, runner: Runner, perturbations: Sequence[Perturbation | None]
+        self, context: Context, perturbations: Sequence[Perturbation | None]
     ) -> tuple[list[Evaluation], list[float | None]]:
         """The members' evaluations, each member shown its own subset of the library (`shown_to`), and
         the rewards ES is told: each member's reward less its skills' estimated effects. The shown
         skills' uses and credit are updated from the rewards."""
-        settings = runner.config.skills
+        settings = self.settings
         ranked = by_credit(self.library)
         names = [s.name for s in ranked]
-        subsets = shown_to(names, len(perturbations), runner.config.seed, runner.generation, settings.show_share)
+        subsets = shown_to(names, len(perturbations), self.seed, context.generation, settings.show_share)
         views, shown = zip(*(member_view([s for s in ranked if s.name in subset], settings) for subset in subsets))
-        evaluations = runner.play(perturbations, views, traces=True)
+        evaluations = context.play(perturbations, views, traces=True)
         valid = [i for i, e in enumerate(evaluations) if e.reward is not None]
-        residuals = self.record(runner.generation, [shown[i] for i in valid], [evaluations[i].reward for i in valid])
+        residuals = self.record(context.generation, [shown[i] for i in valid], [evaluations[i].reward for i in valid])
         es_rewards: list[float | None] = [None] * len(evaluations)
         for i, residual in zip(valid, residuals, strict=True):
             es_rewards[i] = residual
@@ -93,28 +96,28 @@ class SkillLoop:
             return []
         return additive_residuals(shown, rewards, effects_against_absence(shown, rewards))
 
-    def heldout_view(self, runner: Runner) -> tuple[Member, str]:
+    def heldout_view(self) -> tuple[Member, str]:
         """The whole library as held-out episodes see it, and its name in reports: hash and skills."""
-        view, _ = member_view(by_credit(self.library), runner.config.skills)
+        view, _ = member_view(by_credit(self.library), self.settings)
         names = ", ".join(self.library) or "empty"
         return view, f"{self.library.hash[:12]} ({names})"
 
     def learn(
-        self, runner: Runner, failed: Sequence[tuple[str, Trajectory]], gates: Sequence[Gate] | None = None
+        self, context: Context, failed: Sequence[tuple[str, Trajectory]], gates: Sequence[Gate] | None = None
     ) -> None:
         """Propose edits from `failed` trajectories, admit the ones `gates` pass (default: recurrence,
         then the held-out batch of the agent workload), export the library."""
-        settings = runner.config.skills
-        sampling = replace(runner.sampling_for_call(), max_new_tokens=settings.answer_tokens)
-        proposer = EditProposer(runner.llm, sampling, settings.analyses, settings.max_edits)
-        edits, calls = proposer.propose(self.library, self.rendered(runner)[0], failed, self.refused)
-        runner.record_text(calls)
+        settings = self.settings
+        sampling = replace(context.sampling_for_call(), max_new_tokens=settings.answer_tokens)
+        proposer = EditProposer(context.llm, sampling, settings.analyses, settings.max_edits)
+        edits, calls = proposer.propose(self.library, self.rendered()[0], failed, self.refused)
+        context.record_text(calls)
         if gates is None:
-            heldout = AcceptanceGate(lambda library: heldout_score(runner, library))
+            heldout = AcceptanceGate(lambda library: heldout_score(context, settings, library))
             gates = [RecurrenceGate(settings.min_sources), heldout]
-        admitted = admit(self.library, edits, gates, self.refused, runner.generation)
-        self.library = merge_duplicates(admitted, runner.generation)
-        export_to_run_dir(self.library, runner.run_dir)
+        admitted = admit(self.library, edits, gates, self.refused, context.generation)
+        self.library = merge_duplicates(admitted, context.generation)
+        export_to_run_dir(self.library, context.run_dir)
 
     def state(self) -> dict[str, Any]:
         return {
@@ -157,10 +160,10 @@ def member_view(skills: Sequence[Skill], settings: SkillsSettings) -> tuple[Memb
     return Member("", retrieve=text_for), frozenset(s.name for s in skills)
 
 
-def heldout_score(runner: Runner, library: Library) -> float:
+def heldout_score(context: Context, settings: SkillsSettings, library: Library) -> float:
     """Mean reward of the whole `library` as the text, under the live weights, on the gate's val batch."""
-    view, _ = member_view(by_credit(library), runner.config.skills)
-    gate = runner.workload.on_split("val", runner.config.skills.heldout_episodes)
+    view, _ = member_view(by_credit(library), settings)
+    gate = context.workload.on_split("val", settings.heldout_episodes)
     (evaluation,) = gate.evaluate([view])
     return evaluation.reward or 0.0
 

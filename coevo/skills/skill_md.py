@@ -71,10 +71,6 @@ def replace_section(text: str, heading: str, content: str) -> str:
     raise KeyError(heading)
 
 
-def section_headings(text: str) -> list[str]:
-    return [m.group(2) for m in _HEADING.finditer(text, _body_start(text))]
-
-
 def _body_start(text: str) -> int:
     opening = _FENCE.match(text)
     closing = _FENCE.search(text, opening.end()) if opening else None

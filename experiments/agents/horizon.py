@@ -36,7 +36,6 @@ from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
 
 from coevo.run.config import ConfigError, RunConfig, validate  # noqa: E402
-from coevo.run.heldout import record_heldout  # noqa: E402
 from coevo.run.session import start_run  # noqa: E402
 from coevo.run.store import RunStore  # noqa: E402
 from coevo.stats import compare_paired  # noqa: E402
@@ -96,7 +95,7 @@ def play(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     shutil.rmtree(run_dir, ignore_errors=True)
     with start_run(config, run_dir) as runner:
         runner.run()
-        record_heldout(runner, "after")
+        runner.record_heldout("after")
         runner.store.set_meta("heldout", json.dumps(runner.heldout))
         return dict(runner.heldout)
 

@@ -67,7 +67,7 @@ def es_generation(llm, seeds: list[int], members: int) -> None:
     from coevo.agents import AgentWorkload
     from coevo.candidate import WeightsRef
     from coevo.es.engine import ESConfig, ESEngine
-    from coevo.es.host import module_host
+    from coevo.es.hosts import module_host
     from coevo.es.schedules import ScheduleConfig
     from coevo.workload import Member
 

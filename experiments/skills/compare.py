@@ -45,7 +45,6 @@ sys.path.insert(0, str(REPO))
 
 from coevo.agents import AgentWorkload  # noqa: E402
 from coevo.run.config import load_config  # noqa: E402
-from coevo.run.heldout import record_heldout  # noqa: E402
 from coevo.run.session import start_run  # noqa: E402
 from coevo.stats import compare_paired  # noqa: E402
 
@@ -146,7 +145,7 @@ def one_run(method: str, seed: int, settings: Settings, model: str, workdir: Pat
         text_calls = runner.store.llm_totals()["calls"]
         counted = Spent(spent.episodes, spent.turns)
         before = runner.heldout["before"]
-        after = record_heldout(runner, "after")
+        after = runner.record_heldout("after")
         library = getattr(getattr(runner.method, "skills", None), "library", None)
     return {
         "method": method,

@@ -1,0 +1,149 @@
+"""The contract between the run loop and a method: what the loop offers (`Context`) and what a method
+offers back (`Policy`).
+
+A method never sees the loop itself. It reaches the LLM, the workload, the ES engine, the budget and
+the records only through a `Context`, so it can be written, read and tested against this page alone,
+and the loop (`coevo.run.runner.Runner`) can change how it provides each service without touching any
+method. The skill loops (`coevo.skills.loop`, `coevo.skills.ahd`) take the same context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from coevo.candidate import Candidate
+    from coevo.es.engine import UpdateStats
+    from coevo.es.perturbation import Perturbation
+    from coevo.evaluate.evaluator import Evaluator
+    from coevo.llm.base import LLM, SamplingParams
+    from coevo.operators.eoh import EoHOperators, ProposalRequest
+    from coevo.operators.ledger import BudgetLedger
+    from coevo.operators.records import Proposal, Rejection, TextProposal
+    from coevo.population import Population, PromptPool, PromptVariant
+    from coevo.workload import Capabilities, Evaluation, Member, Workload
+    from tasks.base import SplitName, Task
+
+
+class Context(Protocol):
+    """What a method may use during one step. Everything it records lands in that step's commit;
+    everything it spends is charged to the run's budget."""
+
+    llm: LLM
+    ledger: BudgetLedger
+    """Token usage of the LLM calls a method makes itself (reflections, rewrites, skill edits)."""
+    task: Task | None
+    """The heuristic-design task; None where members are not heuristics."""
+    operators: EoHOperators | None
+    """Writes heuristics from proposal requests without recording or scoring them (None: no task)."""
+    population: Population
+    prompts: PromptPool
+    rng: np.random.Generator
+    """The run's random stream (parent selection, prompt assignment), restored exactly on resume."""
+    run_dir: Path
+    workload: Workload
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the workload's members are (heuristics the LLM writes, or text an agent plays with)."""
+        ...
+
+    @property
+    def generation(self) -> int: ...
+
+    @property
+    def budget_left(self) -> int: ...
+
+    @property
+    def es_updates(self) -> int:
+        """ES updates the live weights have received (0 without an engine)."""
+        ...
+
+    def propose(
+        self,
+        requests: Sequence[ProposalRequest],
+        perturbations: Sequence[Perturbation] | None = None,
+        prompt_ids: Sequence[str | None] | None = None,
+    ) -> list[Candidate]:
+        """One heuristic per request (request i under perturbation i if given), scored and recorded;
+        requests beyond the budget are dropped."""
+        ...
+
+    def play(
+        self, perturbations: Sequence[Perturbation | None], shown: str | Sequence[Member] = "", traces: bool = False
+    ) -> list[Evaluation]:
+        """Members scored on this generation's instances (under perturbation i each; None: the live
+        weights), charged to the budget."""
+        ...
+
+    def generation_workload(self) -> Workload:
+        """The workload over this generation's instances."""
+        ...
+
+    def add_library(self, codes: dict[str, str]) -> list[Candidate]:
+        """Known heuristics (name -> code) scored, recorded and charged."""
+        ...
+
+    def charge(self, evaluations: int) -> None:
+        """Count evaluations a method spent on its own."""
+        ...
+
+    def ask(self) -> list[Perturbation]:
+        """The ES engine's members for this generation."""
+        ...
+
+    def tell(self, perturbations: Sequence[Perturbation], rewards: Sequence[float | None]) -> UpdateStats:
+        """One ES update from the members' rewards (None: invalid member)."""
+        ...
+
+    def sampling_for_call(self) -> SamplingParams:
+        """Sampling settings with this step's next seed (a pure function of run seed, step and call)."""
+        ...
+
+    def record_text(self, items: Sequence[Proposal | TextProposal | Rejection], prompt_id: str | None = None) -> None:
+        """Store LLM calls that make no candidate (reflections, prompt rewrites, probes)."""
+        ...
+
+    def register_prompt(self, variant: PromptVariant) -> None: ...
+
+    @property
+    def evaluator(self) -> Evaluator:
+        """The sandboxed evaluator members are scored by (heuristic workloads only)."""
+        ...
+
+    def evaluator_for(self, split: SplitName) -> Evaluator:
+        """An evaluator of `split` under the run's eval settings, for held-out checks a method makes."""
+        ...
+
+    def record_heldout(self, when: Literal["before", "after"]) -> Any:
+        """Measure the live weights (and the method's text) on the held-out episodes and keep the figure."""
+        ...
+
+
+class Policy(Protocol):
+    """A method as the loop drives it: the phases of a generation (generation 0 is always `init`), what
+    each does with the context, its ES sizing and the state it carries across steps."""
+
+    name: ClassVar[str]
+    uses_weights: ClassVar[bool]
+    phases: ClassVar[tuple[str, ...]]
+
+    def run_phase(self, context: Context, phase: str) -> None: ...
+
+    def initial_prompt(self) -> PromptVariant: ...
+
+    def es_population(self) -> int: ...
+
+    def planned_updates(self) -> int: ...
+
+    def heldout_view(self) -> tuple[Member, str] | None: ...
+
+    def updates(self, context: Context) -> str: ...
+
+    def state(self) -> dict[str, Any] | None: ...
+
+    def restore(self, state: dict[str, Any] | None) -> None: ...

@@ -1,0 +1,153 @@
+"""What every method shares: the `Method` base the loop drives (`coevo.context.Policy`), its ES sizing,
+and the improvement reward the joint methods tell ES.
+
+A method is a policy over a `coevo.context.Context`: it never sees the run loop. It is built from the
+run's config and the workload's capabilities (`coevo.workload.Capabilities`), and asks the latter, not
+the workload's kind, where its moves differ between heuristics and episodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel
+
+from coevo.operators.eoh import ProposalRequest
+from coevo.operators.templates import PromptTemplates, default_templates
+from coevo.population import PromptVariant
+from coevo.run.library import library_codes
+from coevo.workload import Capabilities
+
+if TYPE_CHECKING:
+    from coevo.context import Context
+    from coevo.run.config import RunConfig
+    from coevo.workload import Member
+
+CROSSOVERS = ("e1", "e2")
+
+
+def improvement_reward(parent: float, child: float | None, worst: float) -> float:
+    """Reference eoh+es reward P - C_eff, on fitness (higher is better): C - P. A child that is invalid
+    or worse than the population's worst counts as C_eff = max(W, P - 1), so failures are penalised by
+    a bounded amount."""
+    if child is None or child < worst:
+        return max(worst, parent - 1.0) - parent
+    return child - parent
+
+
+class Method:
+    """A policy: the phases of a generation and what each does. Generation 0 is always `init`.
+
+    Each method declares itself once, on its class: its config name, whether it evolves the weights
+    (and so needs an ES engine and a weight-capable backend), its phases, and the model of its own
+    config table (`settings`), if it has one.
+    """
+
+    name: ClassVar[str]
+    uses_weights: ClassVar[bool] = False
+    phases: ClassVar[tuple[str, ...]] = ()
+    settings_model: ClassVar[type[BaseModel] | None] = None
+    """The model of the method's `[settings]` table; None: the method takes none."""
+    extra: ClassVar[tuple[str, str] | None] = None
+    """(module, pip extra) an optional dependency the method needs, checked before any model loads."""
+
+    def __init__(self, config: RunConfig, capabilities: Capabilities) -> None:
+        self.config = config
+        self.capabilities = capabilities
+        self.settings = None if self.settings_model is None else self.settings_model.model_validate(config.settings)
+
+    @classmethod
+    def runs_on(cls, capabilities: Capabilities) -> bool:
+        """Whether this method can run on a workload with `capabilities` (by default: heuristics)."""
+        return capabilities.heuristics
+
+    def run_phase(self, context: Context, phase: str) -> None:
+        if phase == "init":
+            self.initialise(context)
+        else:
+            self.generation_phase(context, phase)
+
+    def initialise(self, context: Context) -> None:
+        """The skill library's heuristics, then i1 samples up to the population size."""
+        library = context.add_library(library_codes(context.task, self.config.library))
+        context.population.add(library)
+        missing = self.config.init_samples
+        if missing is None:
+            missing = self.config.population_size - len(library)
+        if missing > 0:
+            context.population.add(context.propose([ProposalRequest("i1")] * missing))
+
+    def generation_phase(self, context: Context, phase: str) -> None:
+        raise NotImplementedError
+
+    # ES sizing; methods without weights never ask.
+    def es_population(self) -> int:
+        return self.config.population_size * self.config.es.directions_per_parent
+
+    def planned_updates(self) -> int:
+        return 1
+
+    # The prompt side: one fixed variant unless the method evolves them.
+    def initial_prompt(self) -> PromptVariant:
+        templates = default_templates()
+        return PromptVariant(prompt_id(templates, ""), templates)
+
+    def heldout_view(self) -> tuple[Member, str] | None:
+        """(the text held-out episodes are played with, how reports name it); None: no text."""
+        return None
+
+    # State a method carries across steps beyond the loop's (committed with each step).
+    def state(self) -> dict[str, Any] | None:
+        return None
+
+    def restore(self, state: dict[str, Any] | None) -> None:
+        """Continue from `state()` of the last committed step."""
+
+    def updates(self, context: Context) -> str:
+        """What the live weights have received so far, in this method's words (held-out lines)."""
+        return f"{context.es_updates} ES updates"
+
+    def refill(self, context: Context) -> bool:
+        """With no valid heuristic left, sample a fresh population from scratch; True if it did.
+        Members that are not heuristics keep no population, so there is nothing to refill."""
+        if not self.capabilities.heuristics or context.population.members:
+            return False
+        context.population.add(context.propose([ProposalRequest("i1")] * self.config.population_size))
+        return True
+
+
+class OneUpdatePerGeneration(Method):
+    """ES sizing of the joint methods: a generation is one ES population and ends in one update. On
+    heuristics each member writes one child (`population_size` x k members); on episodes each member
+    is one evaluation (`population_size` members)."""
+
+    uses_weights = True
+
+    def es_population(self) -> int:
+        return self.config.population_size if self.capabilities.episodes else super().es_population()
+
+    def planned_updates(self) -> int:
+        if self.capabilities.episodes:
+            return math.ceil(self.config.budget / self.config.population_size)
+        return planned_generations(self.config, self.es_population())
+
+
+def initial_evaluations(config: RunConfig) -> int:
+    """What generation 0 spends: the library (one seed; evolved extras are not counted) and i1 samples."""
+    library = 0 if config.library == "none" else 1
+    samples = config.population_size - library if config.init_samples is None else config.init_samples
+    return library + max(samples, 0)
+
+
+def planned_generations(config: RunConfig, per_generation: int) -> int:
+    """Generations the budget allows after generation 0, at least one."""
+    return max(1, math.ceil((config.budget - initial_evaluations(config)) / per_generation))
+
+
+def prompt_id(templates: PromptTemplates, notes: str) -> str:
+    """Content hash of a prompt variant: equal prompts share an id across runs."""
+    payload = json.dumps({"templates": templates.to_dict(), "notes": notes}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]

@@ -1,0 +1,38 @@
+"""`eoh` (REFERENCES.md section 1): EoH generations of e1, e2, m1, m2 over an elitist population."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coevo.methods.base import CROSSOVERS, Method, planned_generations
+from coevo.operators.eoh import ProposalRequest
+from coevo.population import as_parent
+
+if TYPE_CHECKING:
+    from coevo.context import Context
+
+OPERATORS = ("e1", "e2", "m1", "m2")
+
+
+class EoH(Method):
+    name = "eoh"
+    phases = OPERATORS
+
+    def generation_phase(self, context: Context, phase: str) -> None:
+        if self.refill(context):
+            return
+        if phase in CROSSOVERS and len(context.population) < 2:
+            return
+        self.offspring(context, phase)
+
+    def offspring(self, context: Context, operator: str) -> None:
+        size = 2 if operator in CROSSOVERS else 1
+        population = context.population
+        requests = [
+            ProposalRequest(operator, tuple(as_parent(p) for p in population.select(context.rng, size)))
+            for _ in range(self.config.population_size)
+        ]
+        population.add(context.propose(requests))
+
+    def planned_updates(self) -> int:
+        return 2 * planned_generations(self.config, 2 * self.config.population_size + 2 * self.es_population())

@@ -1,0 +1,68 @@
+"""`grpo`: the gradient baseline on the same episodes as `es`.
+
+One TRL GRPO step per generation, groups of `population_size` rollouts per search episode, every turn
+trained with its episode's group-normalised advantage (`coevo.rl.grpo`). A group's rollouts play as
+many episodes as an `es` generation's members, so each step is charged `population_size` evaluations
+and equal budgets mean equal episodes. Held-out success is measured before and after as for `es`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from coevo.methods.es import ES
+from coevo.run.config import ConfigError
+
+if TYPE_CHECKING:
+    from coevo.context import Context
+    from coevo.run.config import RunConfig
+    from coevo.workload import Capabilities
+
+
+class GRPO(ES):
+    name = "grpo"
+    phases = ("grpo",)
+    extra = ("trl", "rl")
+
+    def __init__(self, config: RunConfig, capabilities: Capabilities) -> None:
+        super().__init__(config, capabilities)
+        self._stepper = None
+
+    @property
+    def steps(self) -> int:
+        """GRPO steps taken so far (the stepper counts them; none before it exists)."""
+        return self._stepper.steps if self._stepper else 0
+
+    def updates(self, context: Context) -> str:
+        return f"{self.steps} GRPO steps"
+
+    def state(self) -> dict[str, Any]:
+        return {"grpo_steps": self.steps}
+
+    def restore(self, state: dict[str, Any] | None) -> None:
+        """Refused once a step has moved the weights: the ES history cannot replay them, and TRL's
+        optimizer state is not stored (before the first step there is nothing to lose)."""
+        if state and state["grpo_steps"]:
+            raise ConfigError(
+                f"a grpo run cannot be resumed after its {state['grpo_steps']} GRPO step(s); start it again"
+            )
+
+    def generation_phase(self, context: Context, phase: str) -> None:
+        from coevo.rl.grpo import GRPOSettings, GRPOStepper
+
+        settings = self.config.workload
+        if self._stepper is None:
+            self._stepper = GRPOStepper(
+                context.llm,
+                settings.env,
+                settings.agent_horizon,
+                settings.episodes,
+                context.run_dir / "grpo",
+                GRPOSettings(num_generations=self.config.population_size),
+                seed=self.config.seed,
+            )
+        metrics = self._stepper.step(list(context.generation_workload().seeds))
+        with open(context.run_dir / "grpo_history.jsonl", "a", encoding="utf-8") as log:
+            log.write(json.dumps({"generation": context.generation, **metrics}) + "\n")
+        context.charge(self.config.population_size)

@@ -1,0 +1,31 @@
+"""`sample+es` (REFERENCES.md section 1): each i1 sample of a batch from its own perturbed model;
+reward = fitness, one ES update per batch (invalid members penalised by the engine; all invalid: no
+update)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from coevo.methods.sample import Sample
+from coevo.operators.eoh import ProposalRequest
+
+if TYPE_CHECKING:
+    from coevo.context import Context
+
+
+class SampleES(Sample):
+    name = "sample+es"
+    uses_weights = True
+
+    def es_population(self) -> int:
+        return self.config.sample_batch
+
+    def planned_updates(self) -> int:
+        return math.ceil(self.config.budget / self.config.sample_batch)
+
+    def generation_phase(self, context: Context, phase: str) -> None:
+        members = context.ask()
+        children = context.propose([ProposalRequest("i1")] * len(members), members)
+        context.tell(members[: len(children)], [c.fitness for c in children])
+        context.population.add(children)

@@ -1,0 +1,146 @@
+"""What the three skill-library methods (`skills`, `es-then-skills`, `coevo` with a library) share:
+a skill library carried across steps and pinned on resume, and one generation of members shown
+their own halves of it, on heuristics or on episodes.
+
+On episodes (REFERENCES.md section 8) the members play the generation's episodes with the library
+as their text (`coevo.skills.loop`). On heuristics each member is an EoH child (e1 e2 m1 m2 in turn)
+whose request shows its own half of the library (`shown_to`) as hints, text procedures and helper
+functions alike; a child that calls a helper it was shown gets its source in its code
+(`ProposalRequest.helpers`), so the usual validation runs on what is stored. Each skill is credited
+with its effect on the improvement reward against its absence; the failed members are analysed into
+edits. On heuristics, code skills (at the start and when proposed) are kept only if their tests pass
+in the task's sandbox, and an edit must recur (`min_sources`) and strictly raise the val fitness of
+one m1 child of the population's best written with the library (`ValScore`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from coevo.methods.base import CROSSOVERS, Method, improvement_reward
+from coevo.methods.eoh import OPERATORS
+from coevo.population import as_parent
+from coevo.run.config import ConfigError
+from coevo.skills.ahd import SandboxTests, ValScore, failed_children, skills_request
+from coevo.skills.credit import shown_to
+from coevo.skills.gates import AcceptanceGate, CodeTestGate, RecurrenceGate
+from coevo.skills.loop import SkillLoop, failed_trajectories
+from coevo.skills.pinning import LibraryChanged
+from coevo.skills.render import by_credit
+
+if TYPE_CHECKING:
+    from coevo.candidate import Candidate
+    from coevo.context import Context
+    from coevo.es.perturbation import Perturbation
+    from coevo.run.config import RunConfig
+    from coevo.workload import Capabilities, Member, Trajectory
+
+Failed = list[tuple[str, "Trajectory"]]
+
+
+class SkillMethod(Method):
+    """A method whose skill library (`coevo.skills.loop.SkillLoop`) is carried across steps."""
+
+    def __init__(self, config: RunConfig, capabilities: Capabilities) -> None:
+        super().__init__(config, capabilities)
+        self.skills = SkillLoop(config.skills, config.seed)
+
+    @classmethod
+    def runs_on(cls, capabilities: Capabilities) -> bool:
+        return capabilities.heuristics or capabilities.episodes
+
+    def state(self) -> dict[str, Any] | None:
+        return self.skills.state()
+
+    def restore(self, state: dict[str, Any] | None) -> None:
+        try:
+            self.skills.restore(state, self.config.skills.library)
+        except LibraryChanged as exc:
+            raise ConfigError(str(exc)) from None
+
+    def initialise(self, context: Context) -> None:
+        """Pin the starting library; then on episodes measure it with the base weights on the held-out
+        split, on heuristics keep the code skills whose tests pass and start the population."""
+        if self.capabilities.episodes:
+            self.skills.start(context)
+            context.record_heldout("before")
+            return
+        self.skills.start(context, [self.tests_gate(context)])
+        super().initialise(context)
+
+    def heldout_view(self) -> tuple[Member, str] | None:
+        return self.skills.heldout_view()
+
+    def shown_generation(
+        self, context: Context, members: Sequence[Perturbation | None] | None
+    ) -> tuple[Failed, list[float | None]]:
+        """One generation of members shown the library (under ES members if given; otherwise
+        `population_size` of them under the live weights): returns the failed members and the rewards
+        ES is told, each member's reward less its shown skills' additive effects."""
+        if self.capabilities.episodes:
+            evaluations, residuals = self.skills.play(context, members or [None] * self.config.population_size)
+            return failed_trajectories(context.generation, evaluations), residuals
+        children, rewards, residuals = self.offspring_shown(context, members)
+        context.population.add(children)
+        return failed_children(context.generation, children, rewards), list(residuals)
+
+    def es_generation(self, context: Context) -> Failed:
+        """A shown generation under the ES engine's members, ending in their update; returns the failed."""
+        members = context.ask()
+        failed, residuals = self.shown_generation(context, members)
+        context.tell(members[: len(residuals)], residuals)
+        return failed
+
+    def learns_now(self, context: Context) -> bool:
+        """Whether a generation's failures are worth learning from: on heuristics only while budget is
+        left for a generation to use the edits; on episodes always, as the held-out measurement at the
+        end plays the final library."""
+        return self.capabilities.episodes or context.budget_left > 0
+
+    def learn(self, context: Context, failed: Sequence[tuple[str, Trajectory]]) -> None:
+        """Edits from the `failed` members through the gates: on episodes recurrence and the held-out
+        batch; on heuristics recurrence, the code skills' sandbox tests and the val score of an m1
+        child of the population's best (none without a valid heuristic to write it from)."""
+        if self.capabilities.episodes:
+            self.skills.learn(context, failed)
+            return
+        best = context.population.best
+        if best is None:
+            return
+        with context.evaluator_for("val") as val:
+            heldout = ValScore(context, self.config.skills, as_parent(best), val, context.sampling_for_call())
+            gates = (RecurrenceGate(self.config.skills.min_sources), self.tests_gate(context), AcceptanceGate(heldout))
+            self.skills.learn(context, failed, gates)
+
+    def tests_gate(self, context: Context) -> CodeTestGate:
+        return CodeTestGate(SandboxTests(context.evaluator, context.task.seed_code()))
+
+    def offspring_shown(
+        self, context: Context, members: Sequence[Perturbation] | None
+    ) -> tuple[list[Candidate], list[float], list[float]]:
+        """One child per request (`population_size` of them, or one per ES member written under it),
+        request i shown its own subset of the library; returns the children, their improvement rewards
+        and those rewards less the shown skills' additive effects (what ES is told). The shown skills'
+        uses and credit move with the rewards."""
+        settings, population = self.config.skills, context.population
+        ranked = by_credit(self.skills.library)
+        count = self.config.population_size if members is None else len(members)
+        subsets = shown_to([s.name for s in ranked], count, self.config.seed, context.generation, settings.show_share)
+        requests, judged_against, shown = [], [], []
+        for index, subset in enumerate(subsets):
+            operator = OPERATORS[index % len(OPERATORS)]
+            if operator in CROSSOVERS and len(population) < 2:
+                operator = "m1"
+            parents = population.select(context.rng, 2 if operator in CROSSOVERS else 1)
+            mine = [s for s in ranked if s.name in subset]
+            request, rendered = skills_request(operator, [as_parent(p) for p in parents], mine, settings.prompt_tokens)
+            requests.append(request)
+            judged_against.append(max(parents, key=lambda p: p.fitness))
+            shown.append(rendered)
+        worst = population.worst_fitness
+        children = context.propose(requests, members)
+        rewards = [
+            improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children, strict=False)
+        ]
+        return children, rewards, self.skills.record(context.generation, shown[: len(children)], rewards)
