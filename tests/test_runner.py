@@ -188,16 +188,16 @@ def test_coevo_with_tune_retunes_the_seed_parameters(tmp_path: Path) -> None:
 
 
 def test_library_all_adds_exported_heuristics_of_the_task(tmp_path: Path, monkeypatch) -> None:
-    from coevo.run import library
+    from coevo.run import starting_heuristics as library
     from tasks import get_task
 
     monkeypatch.setattr(library, "EVOLVED_DIR", tmp_path)
     (tmp_path / "tsp_construct__mine.py").write_text("def select_next_node(c, d, u, m):\n    return min(u)\n")
     (tmp_path / "kp_construct__other.py").write_text("x = 1\n")
     task = get_task("tsp_construct")
-    assert library.library_codes(task, "none") == {}
-    assert list(library.library_codes(task, "seed")) == ["seed"]
-    codes = library.library_codes(task, "all")
+    assert library.starting_heuristics(task, "none") == {}
+    assert list(library.starting_heuristics(task, "seed")) == ["seed"]
+    codes = library.starting_heuristics(task, "all")
     assert list(codes) == ["seed", "mine"] and "min(u)" in codes["mine"]
 
 

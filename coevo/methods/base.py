@@ -18,10 +18,11 @@ from pydantic import BaseModel
 from coevo.operators.eoh import ProposalRequest
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptVariant
-from coevo.run.library import library_codes
+from coevo.run.starting_heuristics import starting_heuristics
 from coevo.workload import Capabilities
 
 if TYPE_CHECKING:
+    from coevo.candidate import Candidate
     from coevo.context import Context
     from coevo.run.config import RunConfig
     from coevo.workload import Member
@@ -71,8 +72,8 @@ class Method:
             self.generation_phase(context, phase)
 
     def initialise(self, context: Context) -> None:
-        """The skill library's heuristics, then i1 samples up to the population size."""
-        library = context.add_library(library_codes(context.task, self.config.library))
+        """The starting heuristics, then i1 samples up to the population size."""
+        library = self.starting_heuristics(context)
         context.population.add(library)
         missing = self.config.init_samples
         if missing is None:
@@ -82,6 +83,11 @@ class Method:
 
     def generation_phase(self, context: Context, phase: str) -> None:
         raise NotImplementedError
+
+    def starting_heuristics(self, context: Context) -> list[Candidate]:
+        """The heuristics the config's `library` names (none, the task's seed, or seed + evolved),
+        scored and charged."""
+        return context.add_library(starting_heuristics(context.task, self.config.library))
 
     # ES sizing; methods without weights never ask.
     def es_population(self) -> int:

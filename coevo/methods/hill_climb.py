@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from coevo.methods.base import Method
 from coevo.operators.eoh import ProposalRequest
 from coevo.population import as_parent
-from coevo.run.library import library_codes
 
 if TYPE_CHECKING:
     from coevo.context import Context
@@ -38,7 +37,7 @@ class HillClimb(Method):
     settings_model = HillClimbSettings
 
     def initialise(self, context: Context) -> None:
-        context.population.add(context.add_library(library_codes(context.task, self.config.library)))
+        context.population.add(self.starting_heuristics(context))
         self.restart(context)
 
     def generation_phase(self, context: Context, phase: str) -> None:

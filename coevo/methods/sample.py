@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from coevo.methods.base import Method
 from coevo.operators.eoh import ProposalRequest
-from coevo.run.library import library_codes
 
 if TYPE_CHECKING:
     from coevo.context import Context
@@ -17,7 +16,7 @@ class Sample(Method):
     phases = ("sample",)
 
     def initialise(self, context: Context) -> None:
-        context.population.add(context.add_library(library_codes(context.task, self.config.library)))
+        context.population.add(self.starting_heuristics(context))
 
     def generation_phase(self, context: Context, phase: str) -> None:
         context.population.add(context.propose([ProposalRequest("i1")] * self.config.sample_batch))

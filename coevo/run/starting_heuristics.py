@@ -1,4 +1,4 @@
-"""The skill library: heuristics a run starts from, read from `heuristics/`.
+"""The heuristics a run starts from (config key `library`), read from `heuristics/`.
 
 `heuristics/seed/<task>.py` is the task's seed; `heuristics/evolved/<task>__<name>.py` are winners
 exported from earlier runs (`coevo runs export`), so a library grows as runs finish. The classical
@@ -12,7 +12,7 @@ from tasks.base import SEED_DIR, Task
 EVOLVED_DIR = SEED_DIR.parent / "evolved"
 
 
-def library_codes(task: Task, which: str) -> dict[str, str]:
+def starting_heuristics(task: Task, which: str) -> dict[str, str]:
     """name -> code for `which` in none | seed | all, in a stable order."""
     if which == "none":
         return {}
