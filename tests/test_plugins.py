@@ -90,6 +90,7 @@ def test_an_unknown_name_lists_what_is_registered():
 def test_file_specs_become_absolute_and_names_stay(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert normalised("problem.py:Problem") == f"{tmp_path / 'problem.py'}:Problem"
+    assert normalised("problem.py:Problem", tmp_path / "sub") == f"{tmp_path / 'sub' / 'problem.py'}:Problem"
     assert normalised("pkg.mod:Problem") == "pkg.mod:Problem"
     assert normalised("kp_construct") == "kp_construct"
 
@@ -161,7 +162,7 @@ def test_every_run_command_works_on_a_task_from_a_file(capsys, tmp_path, monkeyp
     problem = write(tmp_path, "my_tsp.py", MY_TSP)
     config = tmp_path / "run.toml"
     config.write_text(PLUGIN_RUN.format(method=method, task="my_tsp.py:MyTSP"))
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path.parent)  # a relative file spec in a config is taken from the config's directory
     run_dir = tmp_path / "run"
     assert run_cli(capsys, "run", str(config), "--run-dir", str(run_dir))[0] == 0
     monkeypatch.chdir(problem.parent.parent)  # resume, report and export find the file from anywhere

@@ -318,8 +318,22 @@ def _did_you_mean(loc: tuple[str | int, ...]) -> str:
 
 
 def load_config(path: Path, assignments: list[str] = ()) -> RunConfig:
-    """Read a TOML config and apply `--set` overrides."""
-    return validate(merge_overrides(read_toml(path), list(assignments)))
+    """Read a TOML config and apply `--set` overrides. A task or environment named by a relative file
+    path in the file is taken from the config file's directory (one from `--set`, from the current one)."""
+    return validate(merge_overrides(plugin_paths_from(read_toml(path), path.parent), list(assignments)))
+
+
+def plugin_paths_from(raw: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """`raw` with the file specs of `task` and `workload.env` made absolute from `directory`."""
+    from coevo.plugins import normalised
+
+    raw = dict(raw)
+    if isinstance(raw.get("task"), str):
+        raw["task"] = normalised(raw["task"], directory)
+    workload = raw.get("workload")
+    if isinstance(workload, dict) and isinstance(workload.get("env"), str):
+        raw["workload"] = {**workload, "env": normalised(workload["env"], directory)}
+    return raw
 
 
 def read_toml(path: Path) -> dict[str, Any]:
