@@ -76,3 +76,14 @@ def test_usage_mistakes_exit_2_in_one_line(tmp_path, capsys):
     ):
         code, _, err = run(capsys, *argv)
         assert code == 2 and err.startswith("coevo: error: ") and err.count("\n") == 1
+
+
+def test_list_of_a_run_directory_lists_the_library_the_run_exported(tmp_path, capsys):
+    from coevo.run.store import RunStore
+    from coevo.skills.pinning import RUN_LIBRARY_DIR
+
+    run_dir = tmp_path / "run"
+    RunStore.create(run_dir, {"method": "skills"}).close()
+    write_skill(run_dir / RUN_LIBRARY_DIR, "go-east", SKILL.format(name="go-east"))
+    code, listing, _ = run(capsys, "skills", "list", run_dir, "--json")
+    assert code == 0 and [r["name"] for r in json.loads(listing)] == ["go-east"]

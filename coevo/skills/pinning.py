@@ -75,11 +75,3 @@ def library_from_state(state: dict[str, Any]) -> Library:
 
 def export_to_run_dir(library: Library, run_dir: Path) -> None:
     save_library(library, run_dir / RUN_LIBRARY_DIR)
-
-
-def library_dir_of(path: Path) -> Path:
-    """A run directory's exported library, or `path` itself when it is a library."""
-    from coevo.run.store import DB_NAME
-
-    exported = path / RUN_LIBRARY_DIR
-    return exported if (path / DB_NAME).exists() and exported.is_dir() else path

@@ -22,7 +22,6 @@ def register(app: typer.Typer, fail) -> None:
 
     def loaded(directory: Path):
         from coevo.skills import SkillFormatError, load_library
-        from coevo.skills.pinning import library_dir_of
 
         try:
             return load_library(library_dir_of(directory))
@@ -84,3 +83,12 @@ def register(app: typer.Typer, fail) -> None:
             credit = "-" if row["credit"] is None else f"{row['credit']:.4g}"
             table.add_row(row["name"], row["id"][:12], row["kind"], credit, str(row["uses"]), str(row["generation"]))
         Console().print(table)
+
+
+def library_dir_of(path: Path) -> Path:
+    """A run directory's exported library, or `path` itself when it is a library."""
+    from coevo.run.store import DB_NAME
+    from coevo.skills.pinning import RUN_LIBRARY_DIR
+
+    exported = path / RUN_LIBRARY_DIR
+    return exported if (path / DB_NAME).exists() and exported.is_dir() else path
