@@ -2,8 +2,8 @@
 
 Keep the best heuristic found so far; each step asks the LLM for `batch` modifications of it (one
 operator, m1 by default) and keeps a child only if it is strictly better. Generation 0 scores the
-task's seed heuristic (the library), with i1 samples only where it leaves no valid heuristic. A
-baseline: no population of parents, no crossover, no weights.
+starting heuristics (config key `library`: the task's seed by default), with i1 samples only where
+they leave no valid heuristic. A baseline: no population of parents, no crossover, no weights.
 """
 
 from __future__ import annotations
