@@ -121,6 +121,11 @@ class Task:
     lockstep: ClassVar[int] = 64
     """Most instances whose drivers advance together, one message per step carrying all their
     calls (1: one instance at a time, e.g. when one call's answer is a large matrix)."""
+    child_runs_driver: ClassVar[bool] = False
+    """The sandbox may run its own copy of ``drive`` to find all of an instance's answers, and send
+    them in one message; the trusted driver then replays them, checking each as it applies it.
+    For drivers that do little besides asking (the copy's work is done twice) and whose next
+    call follows from the answers alone: it spares a message per step."""
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         """The split's instances, generated deterministically from fixed seeds."""

@@ -107,6 +107,7 @@ class BPPOnline(Task):
         "about 40, at most 100) and bins hold 100 or 500. The goal is to use as few bins as possible."
     )
     reference_name = "L1 lower bound ceil(sum/C); OR-Library groups: best-known bin counts"
+    child_runs_driver = True  # a few cheap checks per call: one message per instance, not per step
     instance_seconds = 30.0  # 10k items, one priority call per item
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:

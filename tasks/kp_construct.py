@@ -70,6 +70,7 @@ class KPConstruct(Task):
         "largest total value of the chosen items."
     )
     reference_name = "OR-Tools optimum"
+    child_runs_driver = True  # a few cheap checks per call: one message per instance, not per step
     sense = "max"
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:

@@ -78,6 +78,7 @@ class TSPConstruct(Task):
         "closed tour that visits every city once."
     )
     reference_name = "LKH-3 (elkai)"
+    child_runs_driver = True  # a few cheap checks per call: one message per instance, not per step
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         return list(_all_groups()[split])

@@ -42,14 +42,23 @@ from tasks.base import Task
 {cheat}
 
 def forge(cls):
-    """Every trusted step of the task, replaced by one that builds its solution with the cheat."""
-    build = cls.construct
+    """Every trusted step of the task, replaced by one that builds its solution with the cheat.
+
+    The forged driver still asks what the task's own asks (the sandbox may run its copy to find
+    the answers), then claims the solution the cheat builds.
+    """
+    build, honest_drive = cls.construct, getattr(cls, "drive", None)
 
     def construct(self, heuristic, instance):
         return build(self, cheat, instance)
 
     async def drive(self, heuristic, instance):
-        return build(self, cheat, instance)
+        await honest_drive(self, heuristic, instance)
+        cls.drive = honest_drive  # build() drives the cheat with the task's own driver
+        try:
+            return build(self, cheat, instance)
+        finally:
+            cls.drive = drive
 
     cls.construct, cls.drive = construct, drive
     cls.score = lambda self, instance, solution: -1e9
@@ -106,3 +115,37 @@ def test_a_candidate_that_owns_its_process_earns_exactly_what_its_answers_earn(u
     assert honest.valid, honest.reason
     assert tampered.valid, tampered.reason
     assert tampered.per_instance == honest.per_instance
+
+
+UNCHECKED_DRIVER = """
+import tasks.tsp_construct as module
+
+
+async def unchecked(self, heuristic, instance):
+    city = 0
+    for _ in range({calls}):
+        city = await heuristic(city)
+
+
+module.TSPConstruct.drive = unchecked
+
+
+def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):
+    return {answer}
+"""
+
+
+@pytest.mark.parametrize(
+    ("calls", "answer", "reason"),
+    [
+        (49, "1", "select_next_node returned 1, which is not an unvisited node (already visited)"),
+        (1, "1", "the child's answers ended before the instance was built"),
+        (60, "min(unvisited_nodes, default=1)", "the child sent more answers than the instance asks for"),
+    ],
+)
+def test_answers_from_a_rewritten_driver_copy_are_checked_by_the_trusted_driver(calls: int, answer: str, reason: str) -> None:
+    """The sandbox runs its own copy of the TSP driver (``child_runs_driver``): a candidate that
+    rewrites it to skip every check still has each answer checked where the score is decided."""
+    with Evaluator("tsp_construct", limit=2, python_guards=False) as evaluator:
+        result = evaluator.evaluate(UNCHECKED_DRIVER.format(calls=calls, answer=answer))
+    assert result.reason == f"instance 1/2 (n50): {reason}"

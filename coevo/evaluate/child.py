@@ -35,7 +35,7 @@ from coevo.evaluate.channel import Progress, decode_solution, encode_solution, f
 from coevo.evaluate.guard import Guard
 from coevo.evaluate.isolation import apply_limits, drop_privileges
 from coevo.evaluate.seccomp import SyscallFilter
-from tasks.base import Instance, InvalidSolution, Task
+from tasks.base import HEURISTIC, Instance, InvalidSolution, Task
 
 EXIT_SETUP_FAILED = 87
 
@@ -161,6 +161,10 @@ def _run(job: Job, prepared: Prepared, conn_fd: int, progress: Progress, send: C
     _answer_calls(job, prepared, function, conn_fd, progress, send)
 
 
+class _Failed(Exception):
+    """A call failed: the message to send (the driver names the instance from ``call``)."""
+
+
 def _answer_calls(
     job: Job,
     prepared: Prepared,
@@ -169,35 +173,73 @@ def _answer_calls(
     progress: Progress,
     send: Callable[[dict[str, Any]], None],
 ) -> None:
-    """One reply per batch: every call's answer and how long it took, or the first call's failure.
+    """One reply per request: every answer and how long it took, or the first failure.
 
+    A request is a batch of calls (``"calls"``: one per live instance of a lockstep step), or a
+    window of instances to run whole (``"run"``: ``Task.child_runs_driver``, see ``_run_driver``).
     ``Task.answer_state`` is built on an instance's first call and kept while the instance has
     calls: an instance missing from a batch has finished (every live driver calls once per step).
     """
-    task, instances, function_name = prepared.task, prepared.instances, prepared.task.function_name
+    task, instances = prepared.task, prepared.instances
     states: dict[int, Any] = {}
     batch_number = 0
     while True:
         try:
-            batch = read_frame(conn_fd)["calls"]
+            request = read_frame(conn_fd)
         except EOFError:
             return  # the driver is done with this candidate
         batch_number += 1
         answers, seconds, kept = [], [], {}
-        for position, (index, encoded_args) in enumerate(batch):
-            args = decode_solution(encoded_args)
-            state = kept[index] = states[index] if index in states else task.answer_state(instances[index])
-            started = time.monotonic()
-            try:
-                answers.append(encode_solution(task.answer(function, state, *args)))
-            except InvalidSolution as invalid:
-                send({"call": position, "invalid": str(invalid)})
-                return
-            except BaseException as error:  # noqa: BLE001
-                send({"call": position, "error": f"{function_name} raised {describe(error, job.memory_mb)}"})
-                return
-            finished = time.monotonic()
-            seconds.append(finished - started)
-            progress.record(batch_number, position + 1, finished)
+        try:
+            for position, item in enumerate(request["calls"] if "calls" in request else request["run"]):
+                started = time.monotonic()
+                if "calls" in request:
+                    index, encoded_args = item
+                    state = kept[index] = states[index] if index in states else task.answer_state(instances[index])
+                    answers.append(_answer(job, prepared, function, state, decode_solution(encoded_args), position))
+                else:
+                    answers.append(_run_driver(job, prepared, function, item, position))
+                finished = time.monotonic()
+                seconds.append(finished - started)
+                progress.record(batch_number, position + 1, finished)
+        except _Failed as failed:
+            send(failed.args[0])
+            return
         states = kept
         send({"answers": answers, "seconds": seconds})
+
+
+def _answer(job: Job, prepared: Prepared, function: Callable[..., Any], state: Any, args: Any, position: int) -> Any:
+    """One call's encoded answer."""
+    try:
+        return encode_solution(prepared.task.answer(function, state, *args))
+    except InvalidSolution as invalid:
+        raise _Failed({"call": position, "invalid": str(invalid)}) from None
+    except BaseException as error:  # noqa: BLE001
+        raise _Failed({"call": position, "error": f"{prepared.task.function_name} raised {describe(error, job.memory_mb)}"}) from None
+
+
+def _run_driver(job: Job, prepared: Prepared, function: Callable[..., Any], index: int, position: int) -> list[Any]:
+    """Every answer of one instance, from this process's own copy of the task's driver.
+
+    The trusted driver replays them and checks each; this copy only saves a message per call,
+    and whatever it gets wrong only misleads this candidate's own answers.
+    """
+    instance = prepared.instances[index]
+    state = prepared.task.answer_state(instance)
+    driver = prepared.task.drive(HEURISTIC, instance)
+    answers, answer = [], None
+    try:
+        while True:
+            try:
+                call = driver.send(answer)
+            except StopIteration:
+                return answers
+            except InvalidSolution as invalid:
+                raise _Failed({"call": position, "invalid": str(invalid)}) from None
+            except Exception as error:  # noqa: BLE001 - an answer that trips the driver is the candidate's
+                raise _Failed({"call": position, "error": f"the answer broke the driver: {describe(error, job.memory_mb)}"}) from None
+            answers.append(_answer(job, prepared, function, state, call.args, position))
+            answer = decode_solution(answers[-1])  # what the trusted driver will see
+    finally:
+        driver.close()

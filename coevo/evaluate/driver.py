@@ -132,6 +132,13 @@ class _Stop(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class _Built:
+    """A driver's solution."""
+
+    solution: Any
+
+
 class _Candidate:
     """The driver's handle on a sandboxed child: its channel and its progress page."""
 
@@ -144,9 +151,9 @@ class _Candidate:
         self.closed = False
         """The child's end of the channel is closed: it has exited."""
 
-    def send(self, batch: list[tuple[int, tuple[Any, ...]]], deadline: float) -> None:
-        """Write one batch of calls; give up at ``deadline`` or if the child is gone."""
-        data = memoryview(frame({"calls": [[index, encode_solution(args)] for index, args in batch]}))
+    def send(self, request: dict[str, Any], deadline: float) -> None:
+        """Write one request; give up at ``deadline`` or if the child is gone."""
+        data = memoryview(frame(request))
         while data:
             try:
                 data = data[os.write(self.fd, data) :]
@@ -229,31 +236,60 @@ class _Driver:
                 raise _Stop({"error": f"timed out in the module's top-level code (per-instance limit {limit:g} s)"})
 
     def _run_window(self, window: range) -> None:
+        if self.task.child_runs_driver:
+            self._replay_window(window)
+            return
         drivers = {index: self.task.drive(HEURISTIC, self.instances[index]) for index in window}
         try:
-            pending = {index: self._advance(index, driver, None) for index, driver in drivers.items()}
-            pending = {index: call for index, call in pending.items() if call is not None}
+            pending = {}
+            for index, driver in drivers.items():
+                self._pend(pending, index, self._advance(index, driver, None))
             while pending:
                 if time.monotonic() >= self.deadline:
                     raise _Stop({"error": self._over_candidate_limit()})
                 batch = sorted(pending.items())
-                answers = self._ask([(index, call.args) for index, call in batch])
+                calls = [[index, encode_solution(call.args)] for index, call in batch]
+                answers = [decode_solution(answer) for answer in self._ask({"calls": calls}, [index for index, _ in batch])]
                 pending = {}
                 for (index, _), answer in zip(batch, answers):
-                    call = self._advance(index, drivers[index], answer)
-                    if call is not None:
-                        pending[index] = call
+                    self._pend(pending, index, self._advance(index, drivers[index], answer))
         finally:
             for driver in drivers.values():
                 driver.close()
 
-    def _advance(self, index: int, driver: Coroutine[Call, Any, Any], answer: Any) -> Call | None:
-        """Resume one driver with its answer: its next call, or None when it has its solution."""
+    def _replay_window(self, window: range) -> None:
+        """Ask for every answer of the window's instances at once, then replay each instance's
+        driver on them (``Task.child_runs_driver``): every answer is checked as it is applied."""
+        replies = self._ask({"run": list(window)}, list(window))
+        for index, answers in zip(window, replies):
+            if type(answers) is not list:
+                raise _Stop({"index": index, "error": "the child sent answers that are not a list"})
+            driver = self.task.drive(HEURISTIC, self.instances[index])
+            try:
+                step = self._advance(index, driver, None)
+                for answer in answers:
+                    if not isinstance(step, Call):
+                        raise _Stop({"index": index, "error": "the child sent more answers than the instance asks for"})
+                    step = self._advance(index, driver, decode_solution(answer))
+                if isinstance(step, Call):
+                    raise _Stop({"index": index, "error": "the child's answers ended before the instance was built"})
+                self._solved(index, step.solution)
+            finally:
+                driver.close()
+
+    def _pend(self, pending: dict[int, Call], index: int, step: Call | _Built) -> None:
+        """Keep a driver's next call, or its solution when it has one."""
+        if isinstance(step, Call):
+            pending[index] = step
+        else:
+            self._solved(index, step.solution)
+
+    def _advance(self, index: int, driver: Coroutine[Call, Any, Any], answer: Any) -> Call | _Built:
+        """Resume one driver with its answer: its next call, or its solution."""
         try:
             call = driver.send(answer)
         except StopIteration as finished:
-            self._solved(index, finished.value)
-            return None
+            return _Built(finished.value)
         except InvalidSolution as invalid:
             raise _Stop({"index": index, "invalid": str(invalid)}) from None
         except Exception as error:  # noqa: BLE001 - an answer that trips the driver is the candidate's
@@ -275,19 +311,20 @@ class _Driver:
                 message["done"] = True  # in the same frame: one write and one read fewer per candidate
             self.send(message)
 
-    def _ask(self, batch: list[tuple[int, tuple[Any, ...]]]) -> list[Any]:
-        """Send one batch of calls and return the answers, holding each call to its deadline.
+    def _ask(self, request: dict[str, Any], in_flight: list[int]) -> list[Any]:
+        """Send one request (one part per instance of ``in_flight``) and return the encoded
+        answers, one per part, holding each part to its instance's deadline.
 
-        A candidate that stops reading its calls is then judged like one that stops answering.
+        A candidate that stops reading its requests is then judged like one that stops answering.
         """
         self.batch_number += 1
-        self.in_flight = [index for index, _ in batch]
+        self.in_flight = in_flight
         self.sent_at = time.monotonic()
-        self.candidate.send(batch, self._deadline_of(*self._running_call(self.sent_at)))
+        self.candidate.send(request, self._deadline_of(*self._running_call(self.sent_at)))
         while True:
             message = self.candidate.next_message(self._deadline_of(*self._running_call(time.monotonic())) - time.monotonic())
             if message is not None:
-                return self._answers(message, batch)
+                return self._answers(message)
             if self.candidate.closed:
                 raise _Stop({**self._blame(), **self._death()})
             now = time.monotonic()
@@ -308,23 +345,23 @@ class _Driver:
             return self.in_flight[-1 if batch == self.batch_number and answered > 0 else 0], self.sent_at
         return self.in_flight[answered], min(max(at, self.sent_at), now)
 
-    def _answers(self, message: dict[str, Any], batch: list[tuple[int, tuple[Any, ...]]]) -> list[Any]:
-        """The batch's decoded answers, after charging each instance the time its call took."""
+    def _answers(self, message: dict[str, Any]) -> list[Any]:
+        """The request's answers, after charging each instance the time its part took."""
         if message.keys() != {"answers", "seconds"}:
             raise _Stop(self._failure(message, self._running_call(time.monotonic())[0]))
         answers, seconds = message["answers"], message["seconds"]
-        if type(answers) is not list or type(seconds) is not list or not len(answers) == len(seconds) == len(batch):
-            raise ChannelError("the candidate sent a reply that does not match its batch of calls")
+        if type(answers) is not list or type(seconds) is not list or not len(answers) == len(seconds) == len(self.in_flight):
+            raise ChannelError("the child sent a reply that does not match the request")
         if not all(type(second) in (int, float) for second in seconds):
-            raise ChannelError("the candidate sent a reply without valid times")
+            raise ChannelError("the child sent a reply without valid times")
         wall = time.monotonic() - self.sent_at
         charged = [min(max(float(second), 0.0), wall) for second in seconds]
         scale = wall / sum(charged) if sum(charged) > wall else 1.0
-        for (index, _), second in zip(batch, charged):
+        for index, second in zip(self.in_flight, charged):
             self.spent[index] += second * scale
             if self.spent[index] > self.limits.instance_seconds:
                 raise _Stop({"index": index, "error": self._over_instance_limit()})
-        return [decode_solution(answer) for answer in answers]
+        return answers
 
     def _failure(self, message: dict[str, Any], index: int | None) -> dict[str, Any]:
         """The parent's message for a failure the candidate reported (or for a stray message)."""
