@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from scripted_llm import ScriptedLLM
 
 from coevo.candidate import Candidate
-from coevo.report import invalid_members, lineage, render_report, write_report
+from coevo.run.report import invalid_members, lineage, render_report, write_report
 from coevo.run.config import validate
 from coevo.run.runner import Runner
 from coevo.run.session import start_run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coevo.report import write_report
+from coevo.run.report import write_report
 from coevo.run.heldout import heldout_lines
 from coevo.run.session import start_run
 from coevo.run.store import RunStore

@@ -92,7 +92,7 @@ def register(app: typer.Typer, fail) -> None:
     @app.command("report")
     def report(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")]) -> None:
         """Write RUN_DIR/report.html: a self-contained page of the run's curves, code and prompts."""
-        from coevo.report import write_report
+        from coevo.run.report import write_report
         from coevo.run.store import StoreError
 
         try:
@@ -203,7 +203,7 @@ def _drive(runner) -> None:
 
 
 def _drive_until_done(runner) -> None:
-    from coevo.report import write_report
+    from coevo.run.report import write_report
 
     console = Console(stderr=True)
     columns = (
