@@ -23,6 +23,8 @@ def _shown(value: Any, limit: int = 60) -> str:
 
 def returned_index(value: Any, function_name: str) -> int:
     """The value as a plain int; bools, floats, NaN and other types are rejected."""
+    if type(value) is int:  # the common case, and every answer that crossed the sandbox's channel
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise InvalidSolution(
             f"{function_name} returned {_shown(value)} of type {type(value).__name__}, expected an int"

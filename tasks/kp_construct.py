@@ -77,27 +77,29 @@ class KPConstruct(Task):
         return list(_all_groups()[split])
 
     async def drive(self, heuristic: Heuristic, instance: Instance) -> np.ndarray:
-        weights = instance["weights"]
+        weights = instance["weights"].tolist()  # plain floats: the same arithmetic, a fraction of numpy's cost per step
         remaining_capacity = float(instance["capacity"])
-        offered = np.arange(len(weights))
+        offered = list(range(len(weights)))
+        lightest = min(weights, default=math.inf)
         chosen: list[int] = []
         taken: int | None = None
-        while offered.size and weights[offered].min() <= remaining_capacity + CAPACITY_TOLERANCE:
+        while offered and lightest <= remaining_capacity + CAPACITY_TOLERANCE:
             position = returned_index(await heuristic(remaining_capacity, taken), self.function_name)
-            if not 0 <= position < offered.size:
+            if not 0 <= position < len(offered):
                 raise InvalidSolution(
-                    f"{self.function_name} returned {position}, outside 0..{offered.size - 1} "
+                    f"{self.function_name} returned {position}, outside 0..{len(offered) - 1} "
                     "(indices refer to the arrays it was given)"
                 )
-            item = int(offered[position])
+            item = offered.pop(position)
             if weights[item] > remaining_capacity + CAPACITY_TOLERANCE:
                 raise InvalidSolution(
                     f"{self.function_name} returned {position}, an item of weight {weights[item]:.6g} "
                     f"that exceeds the remaining capacity {remaining_capacity:.6g}"
                 )
             chosen.append(item)
-            remaining_capacity -= float(weights[item])
-            offered = np.delete(offered, position)
+            remaining_capacity -= weights[item]
+            if weights[item] == lightest:
+                lightest = min((weights[other] for other in offered), default=math.inf)
             taken = position
         return np.asarray(chosen, dtype=np.int64)
 
