@@ -5,7 +5,9 @@ Usage: python experiments/bench/decode.py [--json] [--model NAME] [--tokens N] [
 
 Both loops share one model and draw every row from its own seeded stream, so they sample the same
 tokens (`same_tokens`, up to float rounding of differently shaped matmuls) and their tokens/s compare
-directly. Rounds alternate the four modes; each ratio is the median of its per-round ratios.
+directly. Rounds alternate the four modes; each ratio is the median of its per-round ratios. The
+`_cpu` figures divide by this process's CPU time instead of wall time: on a shared machine they move
+less with other people's load.
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ def run(model: str, max_new_tokens: int, rounds: int, dtype: str) -> dict[str, o
     lean.generate_each(items[:1])  # first-call allocations
 
     def timed(backend: HFBackend, batched: bool):
-        def measure() -> tuple[float, int, tuple[tuple[int, ...], ...]]:
-            started = time.perf_counter()
+        def measure() -> tuple[float, float, int, tuple[tuple[int, ...], ...]]:
+            started, cpu_started = time.perf_counter(), time.process_time()
             done = backend.generate_each(items) if batched else [c for it in items for c in backend.generate_each([it])]
-            seconds = time.perf_counter() - started
+            seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
             print(f"{backend.decode} batch {8 if batched else 1}: {seconds:.2f} s", file=sys.stderr, flush=True)
-            return seconds, sum(c.completion_tokens for c in done), tuple(c.token_ids for c in done)
+            return seconds, cpu_seconds, sum(c.completion_tokens for c in done), tuple(c.token_ids for c in done)
 
         return measure
 
@@ -50,20 +52,24 @@ def run(model: str, max_new_tokens: int, rounds: int, dtype: str) -> dict[str, o
         },
         rounds,
     )
-    speed = {mode: [tokens / seconds for seconds, tokens, _ in runs] for mode, runs in samples.items()}
+    speed = {mode: [tokens / seconds for seconds, _, tokens, _ in runs] for mode, runs in samples.items()}
+    cpu = {mode: [tokens / cpu_seconds for _, cpu_seconds, tokens, _ in runs] for mode, runs in samples.items()}
     return {
         "model": model,
         "dtype": lean.compute_dtype,
         "max_new_tokens": max_new_tokens,
         "rounds": rounds,
         **{f"{mode}_tokens_per_s": round(max(values), 2) for mode, values in speed.items()},
+        **{f"{mode}_tokens_per_cpu_s": round(max(values), 2) for mode, values in cpu.items()},
         "same_tokens": all(
-            samples[f"lean_{size}"][r][2] == samples[f"generate_{size}"][r][2]
+            samples[f"lean_{size}"][r][3] == samples[f"generate_{size}"][r][3]
             for size in ("batch1", "batch8")
             for r in range(rounds)
         ),
         **ratio_summary("lean_over_generate_batch1", speed["lean_batch1"], speed["generate_batch1"]),
         **ratio_summary("lean_over_generate_batch8", speed["lean_batch8"], speed["generate_batch8"]),
+        **ratio_summary("lean_over_generate_batch1_cpu", cpu["lean_batch1"], cpu["generate_batch1"]),
+        **ratio_summary("lean_over_generate_batch8_cpu", cpu["lean_batch8"], cpu["generate_batch8"]),
     }
 
 
