@@ -116,12 +116,14 @@ def run_driver(conn_fd: int, prepared: Prepared, setup: ChildSetup) -> NoReturn:
     os._exit(0)
 
 
-def windows(count: int, size: int) -> Iterator[range]:
-    """The first instance alone, then the rest in windows of ``size``."""
-    if count:
+def windows(count: int, size: int, first_alone: bool) -> Iterator[range]:
+    """The instances in windows of ``size``, the first one alone if ``first_alone``."""
+    start = 0
+    if count and first_alone:
         yield range(1)
-    for start in range(1, count, size):
-        yield range(start, min(count, start + size))
+        start = 1
+    for begin in range(start, count, size):
+        yield range(begin, min(count, begin + size))
 
 
 class _Stop(Exception):
@@ -206,11 +208,26 @@ class _Driver:
         self.sent_at = self.started
 
     def run(self) -> None:
+        """Load the candidate, then run the instances window after window.
+
+        Where the child runs the driver, its instances run one after another there, so the
+        progress page times each; in lockstep they advance together, so the first instance runs
+        alone: a candidate too slow for the per-instance limit fails as soon as it would one
+        instance at a time. The child's first request is sent before its module has loaded, so
+        it finds it waiting (one wake-up fewer).
+        """
+        replay = self.task.child_runs_driver
+        plan = list(windows(len(self.instances), max(1, self.task.lockstep), first_alone=not replay))
         try:
+            if replay and plan:
+                self._send_request({"run": list(plan[0])}, list(plan[0]))
             self._load()
             self.send({"loaded": True})
-            for window in windows(len(self.instances), max(1, self.task.lockstep)):
-                self._run_window(window)
+            for number, window in enumerate(plan):
+                if replay:
+                    self._replay_window(window, sent=number == 0)
+                else:
+                    self._run_window(window)
             if not self.instances:
                 self.send({"done": True})
         except _Stop as stop:
@@ -236,9 +253,6 @@ class _Driver:
                 raise _Stop({"error": f"timed out in the module's top-level code (per-instance limit {limit:g} s)"})
 
     def _run_window(self, window: range) -> None:
-        if self.task.child_runs_driver:
-            self._replay_window(window)
-            return
         drivers = {index: self.task.drive(HEURISTIC, self.instances[index]) for index in window}
         try:
             pending = {}
@@ -257,10 +271,15 @@ class _Driver:
             for driver in drivers.values():
                 driver.close()
 
-    def _replay_window(self, window: range) -> None:
-        """Ask for every answer of the window's instances at once, then replay each instance's
-        driver on them (``Task.child_runs_driver``): every answer is checked as it is applied."""
-        replies = self._ask({"run": list(window)}, list(window))
+    def _replay_window(self, window: range, sent: bool) -> None:
+        """Ask for every answer of the window's instances at once (unless ``sent``), then replay
+        each instance's driver on them (``Task.child_runs_driver``): every answer is checked as it
+        is applied."""
+        if sent:
+            self.sent_at = time.monotonic()  # the child reads it once its module has run
+            replies = self._await_reply()
+        else:
+            replies = self._ask({"run": list(window)}, list(window))
         for index, answers in zip(window, replies):
             if type(answers) is not list:
                 raise _Stop({"index": index, "error": "the child sent answers that are not a list"})
@@ -317,10 +336,16 @@ class _Driver:
 
         A candidate that stops reading its requests is then judged like one that stops answering.
         """
+        self._send_request(request, in_flight)
+        return self._await_reply()
+
+    def _send_request(self, request: dict[str, Any], in_flight: list[int]) -> None:
         self.batch_number += 1
         self.in_flight = in_flight
         self.sent_at = time.monotonic()
         self.candidate.send(request, self._deadline_of(*self._running_call(self.sent_at)))
+
+    def _await_reply(self) -> list[Any]:
         while True:
             message = self.candidate.next_message(self._deadline_of(*self._running_call(time.monotonic())) - time.monotonic())
             if message is not None:

@@ -30,6 +30,7 @@ class ProbeTask(Task):
     signature = "pick(values: np.ndarray) -> int"
     description = "Return the index of the smallest entry of `values`."
     reference_name = "exact minimum"
+    child_runs_driver = True
 
     def groups(self, split: SplitName) -> list[InstanceGroup]:
         rng = np.random.default_rng(_SPLIT_SEEDS[split])
