@@ -204,13 +204,14 @@ def _drive(runner) -> None:
 
 def _drive_until_done(runner) -> None:
     from coevo.run.report import write_report
+    from coevo.run.validation import answer_line
 
     console = Console(stderr=True)
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("evals  best {task.fields[best]}"),
+        TextColumn("evals  best on search {task.fields[best]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
@@ -226,6 +227,9 @@ def _drive_until_done(runner) -> None:
             update(runner)
             runner.run()
         lines = _held_out(runner, console)
+        answer = runner.store.answer_summary()
+    if answer is not None:
+        lines.insert(0, answer_line(answer))
     report = write_report(runner.run_dir)
     for line in lines:
         print(line)
