@@ -122,7 +122,7 @@ def test_backend_without_vllm_says_how_to_install_it() -> None:
     try:
         import vllm  # noqa: F401
     except ImportError:
-        with pytest.raises(ImportError, match=r"pip install 'coevo\[vllm\]'"):
+        with pytest.raises(ImportError, match=r"venv of its own: there `pip install vllm`"):
             coevo_vllm.VLLMBackend("any-model")
     else:
         pytest.skip("vLLM is installed: the GPU check experiments/bench/vllm_check.py covers the backend")

@@ -1,4 +1,4 @@
-"""vLLM backend (extra `coevo[vllm]`): fast generation on weights that ES perturbs inside the engine's workers.
+"""vLLM backend (vLLM in a venv of its own, see `INSTALL_HINT`): fast generation on weights that ES perturbs inside the engine's workers.
 
 vLLM fuses projections (`qkv_proj` = q|k|v and `gate_up_proj` = gate|up, concatenated on dim 0) and
 pads the vocabulary, while ES noise is keyed by transformers' canonical names (coevo.es.noise). Each
