@@ -157,7 +157,6 @@ def _run(job: Job, prepared: Prepared, conn_fd: int, progress: Progress, send: C
     if not callable(function):
         send({"error": f"{function_name} is not a function"})
         return
-    send({"loaded": True})
     _answer_calls(job, prepared, function, conn_fd, progress, send)
 
 
@@ -189,6 +188,7 @@ def _answer_calls(
         except EOFError:
             return  # the driver is done with this candidate
         batch_number += 1
+        progress.record(batch_number, 0, time.monotonic())  # started (the first also says: loaded)
         answers, seconds, kept = [], [], {}
         try:
             for position, item in enumerate(request["calls"] if "calls" in request else request["run"]):

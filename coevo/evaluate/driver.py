@@ -206,51 +206,40 @@ class _Driver:
         self.in_flight: list[int] = []
         """The instances of the batch being answered."""
         self.sent_at = self.started
+        self.loaded = False
+        """The child's module has run (and the parent has been told)."""
 
     def run(self) -> None:
-        """Load the candidate, then run the instances window after window.
+        """Run the instances window after window; the first request goes out at once.
 
         Where the child runs the driver, its instances run one after another there, so the
         progress page times each; in lockstep they advance together, so the first instance runs
         alone: a candidate too slow for the per-instance limit fails as soon as it would one
-        instance at a time. The child's first request is sent before its module has loaded, so
-        it finds it waiting (one wake-up fewer).
+        instance at a time. The child reads its first request once its module has run (it marks
+        that on its progress page), so loading costs no message of its own.
         """
         replay = self.task.child_runs_driver
         plan = list(windows(len(self.instances), max(1, self.task.lockstep), first_alone=not replay))
         try:
-            if replay and plan:
-                self._send_request({"run": list(plan[0])}, list(plan[0]))
-            self._load()
-            self.send({"loaded": True})
-            for number, window in enumerate(plan):
+            for window in plan:
                 if replay:
-                    self._replay_window(window, sent=number == 0)
+                    self._replay_window(window)
                 else:
                     self._run_window(window)
             if not self.instances:
+                self._ask({"run": []}, [])  # the module must still run
                 self.send({"done": True})
         except _Stop as stop:
             self.send(stop.message)
         except ChannelError as error:
             self.send({**self._blame(), "error": str(error)})
 
-    def _load(self) -> None:
-        """Wait for the module to run; its top-level code is held to the per-instance limit."""
-        limit = self.limits.instance_seconds
-        deadline = min(self.started + limit, self.deadline)
-        while True:
-            message = self.candidate.next_message(deadline - time.monotonic())
-            if message == {"loaded": True}:
-                return
-            if message is not None:
-                raise _Stop(self._failure(message, None))
-            if self.candidate.closed:
-                raise _Stop(self._death())
-            if time.monotonic() >= deadline:
-                if deadline < self.started + limit:
-                    raise _Stop({"error": self._over_candidate_limit()})
-                raise _Stop({"error": f"timed out in the module's top-level code (per-instance limit {limit:g} s)"})
+    def _module_ran(self) -> bool:
+        """The child's module has run: it has started a request (or this process knows already)."""
+        if not self.loaded and self.candidate.progress.read()[0] >= 1:
+            self.loaded = True
+            self.send({"loaded": True})
+        return self.loaded
 
     def _run_window(self, window: range) -> None:
         drivers = {index: self.task.drive(HEURISTIC, self.instances[index]) for index in window}
@@ -271,15 +260,10 @@ class _Driver:
             for driver in drivers.values():
                 driver.close()
 
-    def _replay_window(self, window: range, sent: bool) -> None:
-        """Ask for every answer of the window's instances at once (unless ``sent``), then replay
-        each instance's driver on them (``Task.child_runs_driver``): every answer is checked as it
-        is applied."""
-        if sent:
-            self.sent_at = time.monotonic()  # the child reads it once its module has run
-            replies = self._await_reply()
-        else:
-            replies = self._ask({"run": list(window)}, list(window))
+    def _replay_window(self, window: range) -> None:
+        """Ask for every answer of the window's instances at once, then replay each instance's
+        driver on them (``Task.child_runs_driver``): every answer is checked as it is applied."""
+        replies = self._ask({"run": list(window)}, list(window))
         for index, answers in zip(window, replies):
             if type(answers) is not list:
                 raise _Stop({"index": index, "error": "the child sent answers that are not a list"})
@@ -347,26 +331,54 @@ class _Driver:
 
     def _await_reply(self) -> list[Any]:
         while True:
-            message = self.candidate.next_message(self._deadline_of(*self._running_call(time.monotonic())) - time.monotonic())
+            message = self.candidate.next_message(self._current_deadline() - time.monotonic())
             if message is not None:
-                return self._answers(message)
+                if self._module_ran() or message.keys() == {"answers", "seconds"}:
+                    self._module_ran_now()
+                    return self._answers(message)
+                raise _Stop(self._failure(message, None))
             if self.candidate.closed:
                 raise _Stop({**self._blame(), **self._death()})
-            now = time.monotonic()
-            index, since = self._running_call(now)
+            if time.monotonic() >= self._current_deadline():
+                self._time_out()
+
+    def _module_ran_now(self) -> None:
+        if not self.loaded:
+            self.loaded = True
+            self.send({"loaded": True})
+
+    def _current_deadline(self) -> float:
+        if not self._module_ran():
+            return min(self.started + self.limits.instance_seconds, self.deadline)
+        if not self.in_flight:
+            return self.deadline
+        return self._deadline_of(*self._running_call(time.monotonic()))
+
+    def _time_out(self) -> NoReturn:
+        """Fail the run on the deadline that has passed."""
+        now = time.monotonic()
+        if not self._module_ran():
             if now >= self.deadline:
-                raise _Stop({"index": index, "error": self._over_candidate_limit()})
-            if now >= self._deadline_of(index, since):
-                raise _Stop({"index": index, "error": self._over_instance_limit()})
+                raise _Stop({"error": self._over_candidate_limit()})
+            limit = self.limits.instance_seconds
+            raise _Stop({"error": f"timed out in the module's top-level code (per-instance limit {limit:g} s)"})
+        if not self.in_flight:
+            raise _Stop({"error": self._over_candidate_limit()})
+        index, since = self._running_call(now)
+        if now >= self.deadline:
+            raise _Stop({"index": index, "error": self._over_candidate_limit()})
+        if now >= self._deadline_of(index, since):
+            raise _Stop({"index": index, "error": self._over_instance_limit()})
 
     def _deadline_of(self, index: int, since: float) -> float:
         """When the call of ``index`` running since ``since`` overruns a limit."""
         return min(since + self.limits.instance_seconds - self.spent[index], self.deadline)
 
     def _running_call(self, now: float) -> tuple[int, float]:
-        """The instance whose call is running, and since when, by the candidate's progress page."""
+        """The instance whose call is running, and since when, by the candidate's progress page
+        (the child records when it starts a request, and when each part of it ends)."""
         batch, answered, at = self.candidate.progress.read()
-        if batch != self.batch_number or not 0 < answered < len(self.in_flight) or at != at:
+        if batch != self.batch_number or not 0 <= answered < len(self.in_flight) or at != at:
             return self.in_flight[-1 if batch == self.batch_number and answered > 0 else 0], self.sent_at
         return self.in_flight[answered], min(max(at, self.sent_at), now)
 
@@ -401,7 +413,7 @@ class _Driver:
         return {**where, "error": f"the candidate sent an unexpected message {sorted(message)[:5]}"}
 
     def _blame(self) -> dict[str, int]:
-        return {"index": self._running_call(time.monotonic())[0]} if self.in_flight else {}
+        return {"index": self._running_call(time.monotonic())[0]} if self.in_flight and self._module_ran() else {}
 
     def _death(self) -> dict[str, int]:
         """The child closed its channel without a reason: the parent, which learns how its process
