@@ -203,11 +203,19 @@ class Sandbox:
     def _next_pair(self) -> tuple[_Child, _Child]:
         """A forked child waiting for its job and an idle driver; a dead fork server is replaced, once."""
         try:
-            return self._spare(), self._idle_driver()
+            return self._pair()
         except SandboxError:
             self._process.kill()  # its control socket is broken: replace it
             self._discard_server()
-            return self._spare(), self._idle_driver()
+            return self._pair()
+
+    def _pair(self) -> tuple[_Child, _Child]:
+        child = self._spare()
+        try:
+            return child, self._idle_driver()
+        except SandboxError:
+            child.close()
+            raise
 
     def _idle_driver(self) -> _Child:
         if not self._idle:
@@ -348,8 +356,9 @@ class _Child:
 
     def read_status(self, timeout: float) -> None:
         """Read the fork server's next record (the pid, then the exit status), if due in time."""
-        ready, _, _ = select.select([self.status_read], [], [], timeout)
-        if not ready:
+        poller = select.poll()  # not select(): the parent may hold fd numbers past FD_SETSIZE
+        poller.register(self.status_read, select.POLLIN)
+        if not poller.poll(max(timeout, 0.0) * 1000):
             return
         record = os.read(self.status_read, STATUS_RECORD.size)
         if not record:
