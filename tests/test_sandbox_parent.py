@@ -24,6 +24,7 @@ from coevo.evaluate.probe import ProbeTask
 from coevo.evaluate.sandbox import _DEADLINE_GRACE_SECONDS, InstancePayload, Sandbox
 from pid_namespace import is_namespace_init
 from stand_in_child import supervise
+from tasks import get_task
 
 LIMITS = Limits(instance_seconds=1.0, candidate_seconds=2.0)
 LOADED = frame({"loaded": True})
@@ -162,3 +163,22 @@ def test_only_the_measured_layers_can_be_left_out() -> None:
         assert weakened.run(task.seed_code(), LIMITS).failure is None
         assert weakened.layers["filesystem"] is False and weakened.layers["seccomp"] == "left out"
         assert weakened.layers["network"] is True
+
+
+def test_a_parent_holding_fd_numbers_past_1024_still_evaluates():
+    """The parent waits on its children with poll(), which takes any fd number (select() stops at 1024)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1300:
+        pytest.skip("the hard limit on open files is below what the test needs")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1300), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with Evaluator("bpp_online", "val", limit=2) as evaluator:
+            result = evaluator.evaluate(get_task("bpp_online").seed_code())
+        assert result.valid, result.reason
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

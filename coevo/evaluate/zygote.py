@@ -132,13 +132,16 @@ class _ForkServer:
         signal.set_wakeup_fd(self.wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         self.control.send(b"ready" + layers)
+        poller = select.poll()  # not select(): the control socket keeps the parent's fd number, any size
+        poller.register(self.control, select.POLLIN)
+        poller.register(self.wake_read, select.POLLIN)
         try:
             while True:
-                readable, _, _ = select.select([self.control, self.wake_read], [], [])
+                readable = {fd for fd, _ in poller.poll()}
                 if self.wake_read in readable:
                     os.read(self.wake_read, 4096)
                     self._reap()
-                if self.control in readable:
+                if self.control.fileno() in readable:
                     message, fds, _, _ = socket.recv_fds(self.control, 16, 3 * MAX_FORK_BATCH)
                     if not message:
                         return
