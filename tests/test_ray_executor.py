@@ -28,6 +28,7 @@ from coevo.run.ray_executor import MemberReplica, RayExecutor, StaleReplica
 from coevo.run.runner import Runner, summary
 from coevo.run.session import load_llm, start_run
 from coevo.run.store import RunStore
+from coevo.run.validation import validate_best
 from coevo.workload import Member
 from test_resume import CONFIG as AHD_CONFIG
 from test_resume import coevo, committed_steps, show
@@ -394,6 +395,7 @@ def test_eoh_heuristics_are_scored_on_both_nodes_and_never_by_the_drivers_sandbo
         with Runner(config, store, run_dir, load_llm(config), executor=executor) as runner:
             monkeypatch.setattr(runner.workload.evaluator, "evaluate_many", refuse)
             runner.run()
+            validate_best(runner)  # as `coevo run` does: the answer is chosen on val
             views = ray.get([actor.__ray_call__.remote(worker_view) for actor in executor.actors])
     finally:
         ray.shutdown()
