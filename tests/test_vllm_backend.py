@@ -149,7 +149,7 @@ def test_without_vllm_a_vllm_config_exits_2_naming_the_extra(
     code, _, err = run_cli(capsys, "run", str(config), "--run-dir", str(tmp_path / "run"))
     assert code == 2
     assert err.strip().count("\n") == 0 and INSTALL_HINT in err and "coevo[vllm]" not in err
-    assert "own venv" in (Path(__file__).parents[1] / "README.md").read_text(), "the README says the same"
+    assert "own venv" in (Path(__file__).parents[1] / "docs" / "llm.md").read_text(), "the docs say the same"
     assert not (tmp_path / "run").exists()
 
 

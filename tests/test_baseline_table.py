@@ -1,7 +1,8 @@
-"""The README's baseline table quotes what `coevo tasks baselines --split test` prints, reference included.
+"""The published-baselines table (experiments/bench/RESULTS.md) quotes what `coevo tasks baselines --split
+test` prints, reference included.
 
 The figures are recomputed the way the command computes them (the task's seed and classical solvers,
-`evaluate_split`, gaps to two decimals) on just the groups each README row names.
+`evaluate_split`, gaps to two decimals) on just the groups each row names.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from tasks import get_task
 from tasks.baselines import classical_files, evaluate_split, file_solver, seed_solver
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "bench" / "RESULTS.md"
 HEADER = "| task | heuristic | measured | published |"
 GROUPS = {
     "bpp_online Weibull 5k / 10k": (["5k_c100", "10k_c100"], "% over L1"),
@@ -23,7 +24,7 @@ GROUPS = {
     "tsp_construct n50 / 100 / 200": (["n50", "n100", "n200"], "%"),
     "kp_construct n50 / 100 / 200": (["n50", "n100", "n200"], "%"),
 }
-"""README row label -> the command's groups in the row's order, and the reference its figures are over
+"""Row label -> the command's groups in the row's order, and the reference its figures are over
 (the construction tasks' single reference is the task table's)."""
 HEURISTICS = {
     "best fit": "best_fit",
@@ -37,8 +38,8 @@ HEURISTICS = {
 
 
 def readme_rows(task: str) -> list[tuple[str, str, str]]:
-    """(label, heuristic, measured) of the README baseline table's rows for `task`."""
-    table = README.read_text(encoding="utf-8").split(HEADER, 1)[1].split("\n\n", 1)[0]
+    """(label, heuristic, measured) of the baseline table's rows for `task`."""
+    table = RESULTS.read_text(encoding="utf-8").split(HEADER, 1)[1].split("\n\n", 1)[0]
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.strip().splitlines()[1:]]
     return [(label, heuristic, measured) for label, heuristic, measured, _ in rows if label.startswith(f"{task} ")]
 
@@ -53,7 +54,7 @@ def command_gaps(task_name: str, heuristic: str, groups: list[str]) -> list[str]
 
 def check_row(task: str, row: tuple[str, str, str]) -> None:
     label, heuristic, measured = row
-    assert label in GROUPS and heuristic in HEURISTICS, f"map the README row {row} to the command's groups"
+    assert label in GROUPS and heuristic in HEURISTICS, f"map the row {row} to the command's groups"
     groups, reference = GROUPS[label]
     assert measured.endswith(reference), f"{label}: the figures are {reference}, say so"
     quoted = re.findall(r"\d+\.\d+", measured)
