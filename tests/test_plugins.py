@@ -187,3 +187,17 @@ def test_tune_runs_trials_on_a_task_from_a_file(capsys, tmp_path, monkeypatch):
     trials = sorted((tmp_path / "study" / "trials").iterdir())
     assert len(trials) == 2 and all((trial / "run.sqlite").is_file() for trial in trials)
     assert "my_tsp" in (tmp_path / "study" / "best.toml").read_text()
+
+
+def test_a_problem_whose_seed_fails_it_stops_the_run_in_one_line_leaving_nothing(capsys, tmp_path, monkeypatch):
+    write(tmp_path, "broken_seed.py", MY_TSP.replace(
+        "return TSPConstruct().seed_code()", "return 'def select_next_node(a, b, c, d):\\n    return -1\\n'"
+    ))
+    config = tmp_path / "run.toml"
+    config.write_text(PLUGIN_RUN.format(method="eoh", task="broken_seed.py:MyTSP"))
+    run_dir = tmp_path / "runs" / "broken"
+    code, out, err = run_cli(capsys, "run", str(config), "--run-dir", str(run_dir))
+    last = err.strip().splitlines()[-1]  # after the progress bar: one line, no traceback
+    assert code == 2 and last.startswith("coevo: error: task ") and "Traceback" not in err
+    assert "its seed heuristic fails on its own search instances" in last and "broken_seed.py:MyTSP" in last
+    assert not (tmp_path / "runs").exists(), "nothing half-written is left behind"

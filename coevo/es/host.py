@@ -11,7 +11,7 @@ Restore modes:
   shared by every host over it, so a bf16 compute copy moves exactly as the fp32 weights would.
 - "inplace": add then subtract the same noise in the weights' own memory (inference-level memory).
   Only for CPU float32 weights, where the round-off drift is tiny and measured; on bf16 it would erase
-  most of an update (REFERENCES section 2), so it is refused there.
+  most of an update (bf16 keeps 8 bits of mantissa), so it is refused there.
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ _DEADLINE_GRACE_SECONDS = 0.5
 """How long past the candidate's deadline the parent waits for the driver's own verdict (which
 names the instance) before it kills both processes itself."""
 _MIN_BATCH = 16
-"""Children forked per batch at the least: the fork server's own page copies after a fork are
-shared by the whole batch (16: 36 copied pages per candidate, against 49 with 8), while each waiting
-spare holds about 0.7 MB (its copied pages and page tables), 20 MB for the up to 31 spares."""
+"""Children forked per batch at the least: the fork server's own page copies after a fork are shared
+by the whole batch, while each waiting spare holds its copied pages and page tables (the measured
+trade-off is in experiments/bench/RESULTS.md, Sandbox)."""
 _FORK_SERVER_ENV = {
     **dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1"),  # one core per candidate
     # Resolve every shared-library symbol once in the fork server, not lazily in each child

@@ -54,7 +54,7 @@ class SamplingParams:
 
 
 AGENT_SAMPLING = SamplingParams(max_new_tokens=64, temperature=0.7, top_p=0.8)
-"""Per-turn decoding of agent episodes, as the reference samples them (REFERENCES section 7)."""
+"""Per-turn decoding of agent episodes, as the reference samples them (Agentic ESOpt's released agent code)."""
 
 
 @dataclass(frozen=True)

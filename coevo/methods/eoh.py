@@ -1,4 +1,4 @@
-"""`eoh` (REFERENCES.md section 1): EoH generations of e1, e2, m1, m2 over an elitist population."""
+"""`eoh` (Agentic ESOpt, Zheng et al.): EoH generations of e1, e2, m1, m2 over an elitist population."""
 
 from __future__ import annotations
 

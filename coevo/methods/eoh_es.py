@@ -1,4 +1,4 @@
-"""`eoh+es` (REFERENCES.md section 1): as eoh, but m1 and m2 write each child under its own ES
+"""`eoh+es` (Agentic ESOpt, Zheng et al.): as eoh, but m1 and m2 write each child under its own ES
 direction (population x k of them), and each of the two phases ends in an ES update with reward P - C_eff."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`es` on an agent's weights alone (REFERENCES.md section 7): each member plays the generation's
+"""`es` on an agent's weights alone (Agentic ESOpt's agent setting): each member plays the generation's
 episodes under its own perturbation, and its mean episode reward is its ES reward."""
 
 from __future__ import annotations

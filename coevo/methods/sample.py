@@ -1,4 +1,4 @@
-"""`sample` (REFERENCES.md section 1): batches of i1 samples from the fixed model."""
+"""`sample` (Agentic ESOpt, Zheng et al.): batches of i1 samples from the fixed model."""
 
 from __future__ import annotations
 

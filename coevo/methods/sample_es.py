@@ -1,4 +1,4 @@
-"""`sample+es` (REFERENCES.md section 1): each i1 sample of a batch from its own perturbed model;
+"""`sample+es` (Agentic ESOpt, Zheng et al.): each i1 sample of a batch from its own perturbed model;
 reward = fitness, one ES update per batch (invalid members penalised by the engine; all invalid: no
 update)."""
 

@@ -2,7 +2,7 @@
 a skill library carried across steps and pinned on resume, and one generation of members shown
 their own halves of it, on heuristics or on episodes.
 
-On episodes (REFERENCES.md section 8) the members play the generation's episodes with the library
+On episodes (Trace2Skill, SkillOpt, ASI, AWM, Voyager) the members play the generation's episodes with the library
 as their text (`coevo.skills.loop`). On heuristics each member is an EoH child (e1 e2 m1 m2 in turn)
 whose request shows its own half of the library (`shown_to`) as hints, text procedures and helper
 functions alike; a child that calls a helper it was shown gets its source in its code

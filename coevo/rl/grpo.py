@@ -1,6 +1,6 @@
 """TRL's `GRPOTrainer` on an agent environment: the gradient baseline `es` is compared with.
 
-Multi-turn as the reference trains it (REFERENCES section 7): each training prompt stands for one
+Multi-turn as the reference trains it (Agentic ESOpt's released agent code): each training prompt stands for one
 episode, its `num_generations` completions are whole episodes played by the current policy, and every
 turn of every episode becomes a training example (the prompt rebuilt that turn, the tokens sampled that
 turn) carrying its episode's group-normalised advantage. TRL's `environment_factory` drives environments
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class GRPOSettings:
-    """The reference baseline's settings (REFERENCES section 7)."""
+    """The reference baseline's settings (Agentic ESOpt's released agent code)."""
 
     learning_rate: float = 1e-6
     beta: float = 1e-3

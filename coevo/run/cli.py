@@ -44,6 +44,7 @@ def register(app: typer.Typer, fail) -> None:
         """Run a method on a task until the evaluation budget is spent, then validate and report."""
         from coevo.llm.openai_compat import LLMServerError
         from coevo.run.config import ConfigError, load_config
+        from coevo.run.runner import SeedHeuristicError
         from coevo.run.session import default_run_dir, start_run
         from coevo.run.store import StoreError
 
@@ -62,6 +63,9 @@ def register(app: typer.Typer, fail) -> None:
             fail(str(exc))
         try:
             _drive(runner)
+        except SeedHeuristicError as exc:  # a broken problem: nothing of the run is worth keeping
+            made.remove()
+            fail(str(exc))
         except LLMServerError as exc:
             if not _answered(target):  # the server never answered: nothing worth keeping
                 made.remove()

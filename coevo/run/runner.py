@@ -38,7 +38,7 @@ from coevo.operators.ledger import BudgetLedger
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.population import Population, PromptPool, PromptVariant
 from coevo.run.build import build_host, build_workload, configured_evaluator
-from coevo.run.config import RunConfig
+from coevo.run.config import ConfigError, RunConfig
 from coevo.run.executor import Executor, LocalExecutor
 from coevo.run.heldout import SuccessRate, heldout_success
 from coevo.run.methods import method_class
@@ -47,6 +47,10 @@ from coevo.run.store import RunStore, StoreHistory
 from coevo.workload import Capabilities, Evaluation, Generational, Member, Workload, capabilities_of
 from tasks import get_task
 from tasks.base import SplitName
+
+
+class SeedHeuristicError(ConfigError):
+    """The task's own seed heuristic is invalid on it: a broken problem, reported in one line."""
 
 
 class Runner:
@@ -242,6 +246,10 @@ class Runner:
                 ),
                 evaluation,
             )
+            if name == "seed" and not candidate.valid:
+                raise SeedHeuristicError(
+                    f"task {self.config.task!r}: its seed heuristic fails on its own search instances: {candidate.reason}"
+                )
             self.store.add_candidate(self.step, candidate, None, evaluation)
             candidates.append(candidate)
             self._track_best(candidate)

@@ -14,7 +14,7 @@ OUT/runs, and a finished one is reused when the script runs again with the same 
 
 --quick: the tests' tiny random Llama (tests/ on the path), H in {2, 4}, two seeds, 2 members x 2 generations
 x 2 episodes: a check that everything runs (minutes), not a result.
-Real (days of CPU; the README gives the command it was run with):
+Real (days of CPU; experiments/agents/RESULTS.md gives the command it was run with):
   nice -n 10 python experiments/agents/horizon.py --horizons 2 4 6 --seeds 0 1 2 --out runs/horizon
 """
 

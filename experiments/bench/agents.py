@@ -50,7 +50,7 @@ TARGETS: dict[str, tuple[str, float]] = {
     "es_generation_over_inference": ("<=", 1.10),
 }
 ENV, HORIZON = "gridnav", 2
-SIGMA, ALPHA = 1e-3, 5e-4  # the reference's sigma_0 and step size (REFERENCES section 1)
+SIGMA, ALPHA = 1e-3, 5e-4  # the reference's sigma_0 and step size (Agentic ESOpt, Zheng et al.)
 BASELINE_REV = "38c808534caa9df969145934f611756618a748bc"
 """The last commit before the compute dtype choice, the stop at the end of a one-line action and the lean
 decode loop: "today's" path of issue 32."""

@@ -73,7 +73,7 @@ TOPICS = [
     "a matrix transpose",
 ]
 PROMPTS = [f"Write a short Python function for {topic}." for topic in TOPICS]
-SIGMA = 1e-3  # the reference's sigma_0 (REFERENCES section 1)
+SIGMA = 1e-3  # the reference's sigma_0 (Agentic ESOpt, Zheng et al.)
 ALPHA = 5e-4
 REFERENCE_CHUNK = 8 * 2**20  # elements per randn call in the reference scheme
 PROBES = ("runtime", "inference", "es", "backprop")

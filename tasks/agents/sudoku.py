@@ -1,4 +1,4 @@
-"""Sudoku as the reference method builds it (REFERENCES section 7), plus what a 135M model can learn from.
+"""Sudoku as the reference method builds it (Agentic ESOpt's released agent code), plus what a 135M model can learn from.
 
 A pattern solution with shuffled bands, rows within bands and digits; then H random blanks (no
 uniqueness check, as in the reference). One action per turn, ``set <row> <col> <value>`` with 1-based
