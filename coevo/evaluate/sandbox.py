@@ -371,7 +371,7 @@ class _Child:
                 self.exit_status = value
 
     def kill(self) -> None:
-        """SIGKILL the process and its group (a driver that overran: it is replaced)."""
+        """SIGKILL the process and its group (a child whose run ended, or a driver that overran)."""
         if self.pid is None:
             self.read_status(_REAP_GRACE_SECONDS)  # the pid: written right after the fork
         if self.pid is not None:
@@ -540,17 +540,9 @@ class _Supervisor:
         Waiting lets the verdict name the cause and guarantees nothing of the candidate is alive
         when ``run`` returns. After success the child is exiting anyway: waiting adds latency.
         """
-        child = self.child
-        if child.pid is None:
-            child.read_status(_REAP_GRACE_SECONDS)  # the pid: written right after the fork
-        if child.pid is not None:
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(child.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        self.child.kill()
         if not self.done:
-            child.read_status(_REAP_GRACE_SECONDS)
+            self.child.read_status(_REAP_GRACE_SECONDS)
 
     def _finished(self) -> bool:
         return self.done or self.failure is not None or self.child_closed or self.died is not None
