@@ -189,9 +189,9 @@ def _toml(value: Any) -> str:
 
 def _method_settings() -> list[str]:
     """The built-in methods, and the `[settings]` table of each method that takes one."""
-    from coevo.run.methods import BUILT_IN, method_class
+    from coevo.run.methods import method_class, method_names
 
-    classes = {name: method_class(name) for name in BUILT_IN}
+    classes = {name: method_class(name) for name in method_names()}
     lines = [
         "### `method` and its `[settings]`",
         "",

@@ -171,3 +171,22 @@ def test_the_loss_over_chunks_of_turns_gives_the_whole_batchs_gradient(tmp_path:
     assert chunked_loss == pytest.approx(whole_loss, rel=1e-4, abs=1e-6)
     assert len(chunked) == len(whole) and any(g.abs().sum() > 0 for g in whole)
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(whole, chunked, strict=True))
+
+
+@pytest.mark.slow
+def test_grpo_trains_on_an_environment_from_a_users_file(tmp_path: Path, capsys, one_torch_thread):
+    pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
+    from test_plugins import COUNTER_ENV
+
+    (tmp_path / "count.py").write_text(COUNTER_ENV)
+    path = tmp_path / "tiny.toml"
+    path.write_text(
+        CONFIG.replace('"smollm2-135m"', '"tiny_lm:build_tiny_agent"')
+        .replace('env = "gridnav"\nhorizon = 2', 'env = "count.py:CountTo"')
+        .replace("heldout_episodes = 4", "heldout_episodes = 1")
+    )
+    run_dir = tmp_path / "r"
+    assert main(["run", str(path), "--run-dir", str(run_dir)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "trained (2 GRPO steps) success on val: " in out
+    assert len((run_dir / "grpo_history.jsonl").read_text().splitlines()) == 2

@@ -1,5 +1,5 @@
-"""Methods are named as plugins are: a built-in name, an entry point, or a file/module spec; the config
-checks a name and its settings without importing any method's behaviour until it is needed."""
+"""Methods are named as plugins are: a registered name (coevo's own are entry points too) or a file/module spec;
+the config checks a name and its settings without importing any method's behaviour until it is needed."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_a_method_from_the_users_file_runs_without_touching_coevo(tmp_path: Path
 def test_a_broken_method_name_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "not_a_method.py").write_text("class Thing:\n    pass\n")
     for method, expected in [
-        ("hill-climbing", "unknown method 'hill-climbing'; known: sample, eoh"),
+        ("hill-climbing", "unknown method 'hill-climbing'; known: coevo, eoh, .*hill-climb"),
         (f"{tmp_path / 'missing.py'}:Climb", "file"),
         (f"{tmp_path / 'not_a_method.py'}:Thing", "is not a method"),
     ]:

@@ -415,7 +415,9 @@ def test_plugins_from_files_run_through_ray_as_they_run_locally(cluster: str, tm
     (tmp_path / "my_tsp.py").write_text(MY_TSP)
     agent = CONFIG.format(budget=8).replace('env = "gridnav"\nhorizon = 2', f'env = "{tmp_path / "count.py"}:CountTo"')
     ahd = write_config(tmp_path, 14, "eoh").read_text().replace('"tsp_construct"', f'"{tmp_path / "my_tsp.py"}:MyTSP"')
-    for name, text in (("agent", agent), ("ahd", ahd)):
+    assert main(["new", "task", "load_balance", "--dir", str(tmp_path)]) == 0  # and the problem `coevo new task` writes
+    scaffolded = ahd.replace(f'"{tmp_path / "my_tsp.py"}:MyTSP"', f'"{tmp_path / "load_balance" / "problem.py"}:LoadBalance"')
+    for name, text in (("agent", agent), ("ahd", ahd), ("scaffolded", scaffolded)):
         config = tmp_path / f"plugin-{name}.toml"
         config.write_text(text)
         local = coevo("run", str(config), "--run-dir", str(tmp_path / f"local-{name}"))

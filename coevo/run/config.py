@@ -16,11 +16,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coevo.operators.templates import OPERATORS
-from coevo.run.methods import BUILT_IN, method_class
+from coevo.run.methods import method_class, method_names
 from coevo.skills.settings import SkillsSettings
 from coevo.workload import EPISODES, HEURISTICS, Capabilities
 
-METHODS = tuple(BUILT_IN)
+METHODS = method_names()
 """The built-in method names (`coevo.run.methods`); installed packages and specs may name more."""
 
 
