@@ -182,6 +182,7 @@ def test_grpo_trains_on_an_environment_from_a_users_file(tmp_path: Path, capsys,
     path = tmp_path / "tiny.toml"
     path.write_text(
         CONFIG.replace('"smollm2-135m"', '"tiny_lm:build_tiny_agent"')
+        .replace("budget = 2", "budget = 4")
         .replace('env = "gridnav"\nhorizon = 2', 'env = "count.py:CountTo"')
         .replace("heldout_episodes = 4", "heldout_episodes = 1")
     )
