@@ -16,6 +16,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
@@ -34,8 +35,12 @@ def is_spec(name: str) -> bool:
     return ":" in name
 
 
+@cache
 def registered(group: str) -> dict[str, str]:
-    """name -> ``module:Class`` for every entry point in `group`, in the order the packages list them."""
+    """name -> ``module:Class`` for every entry point in `group`, in the order the packages list them.
+
+    Read once per process: scanning every installed distribution's metadata is the costly part, and
+    what is installed does not change under a running process. Callers must not mutate the result."""
     return {ep.name: ep.value for ep in entry_points(group=group)}
 
 

@@ -153,7 +153,7 @@ def write_task(name: str, directory: Path) -> list[Path]:
     existing = [target / file for file in files if (target / file).exists()]
     if existing:
         raise ScaffoldError(f"{existing[0]} already exists: choose another name or --dir")
-    class_name = "".join(part.capitalize() for part in name.split("_"))
+    class_name = _class_name(name)
     values = {"name": name, "class_name": class_name, "title": name.replace("_", " ").capitalize(), "directory": target}
     target.mkdir(parents=True, exist_ok=True)
     written = []
@@ -167,7 +167,7 @@ def write_task(name: str, directory: Path) -> list[Path]:
 def next_steps(name: str, directory: Path) -> str:
     """The commands that evaluate, test and evolve the problem just written."""
     target = directory / name
-    class_name = "".join(part.capitalize() for part in name.split("_"))
+    class_name = _class_name(name)
     return "\n".join(
         [
             f"wrote {target}/: problem.py, seed.py, test_{name}.py, run.toml",
@@ -176,6 +176,11 @@ def next_steps(name: str, directory: Path) -> str:
             f"  coevo run {target}/run.toml                                          # evolve it",
         ]
     )
+
+
+def _class_name(name: str) -> str:
+    """The problem class's name: `load_balance` -> `LoadBalance`."""
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def register(app: typer.Typer, fail: Callable[[str], NoReturn]) -> None:

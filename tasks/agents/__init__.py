@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from coevo.plugins import PluginError, is_spec, load, normalised, registered
+from coevo.plugins import PluginError, load, normalised, registered
 from tasks.agents.base import AgentEnv, HorizonError, Outcome, TextEnv, check_horizon
 from tasks.agents.plugin import PluginEnv, plugin_env_class
 from tasks.agents.rollout import Episode, Prompt, Turn, llm_policy, rollout
@@ -36,11 +36,6 @@ def env_class(name: str) -> type[AgentEnv[Any]] | type[PluginEnv]:
         raise UnknownEnvError(str(exc)) from None
 
 
-def is_plugin(name: str) -> bool:
-    """Whether `name` is a spec rather than a registered name (its splits are its own, with no manifest)."""
-    return is_spec(name)
-
-
 def make_env(name: str, horizon: int | None = None) -> AgentEnv[Any] | PluginEnv:
     """A fresh environment; H defaults to the shortest. Raises UnknownEnvError or HorizonError."""
     cls = env_class(name)
@@ -64,7 +59,6 @@ __all__ = [
     "UnknownEnvError",
     "check_horizon",
     "env_class",
-    "is_plugin",
     "instances_of",
     "llm_policy",
     "make_env",
