@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from coevo.es.perturbation import Perturbation
     from coevo.evaluate.evaluator import Evaluator
     from coevo.llm.base import LLM, SamplingParams
+    from coevo.llm.ledger import BudgetLedger
     from coevo.operators.eoh import EoHOperators, ProposalRequest
-    from coevo.operators.ledger import BudgetLedger
     from coevo.operators.records import Proposal, Rejection, TextProposal
     from coevo.population import Population, PromptPool, PromptVariant
     from coevo.workload import Capabilities, Evaluation, Member, Workload

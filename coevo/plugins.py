@@ -21,7 +21,6 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
-
 _FILE_MODULES: dict[str, str] = {}
 """Module name -> absolute path of every plugin file imported in this process."""
 

@@ -9,11 +9,11 @@ import pytest
 
 from coevo.evaluate.evaluator import Evaluator
 from coevo.llm.base import Completion
+from coevo.llm.ledger import BudgetLedger
+from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.run.config import RunConfig, validate
 from coevo.run.session import resume_run, start_run
 from coevo.skills import Library, Skill, load_library, save_library
-from coevo.operators.eoh import EoHOperators, ProposalRequest
-from coevo.operators.ledger import BudgetLedger
 from coevo.skills.ahd import SandboxTests, helpers_source
 from coevo.skills.pinning import RUN_LIBRARY_DIR
 from tasks import get_task

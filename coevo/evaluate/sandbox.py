@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from coevo import pyast
-from coevo.plugins import spec_of
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD, ChannelError, FrameReader, Progress, decode_solution
 from coevo.evaluate.child import Job
 from coevo.evaluate.driver import MAX_CANDIDATE_BYTES, Assignment, exit_reason
 from coevo.evaluate.isolation import inherited_environment
+from coevo.plugins import spec_of
 from tasks.base import Instance, Task
 
 _ZYGOTE_START_SECONDS = 60.0

@@ -4,9 +4,10 @@ Operators turn a task's description and parents into prompts and parse answers b
 of evaluation. `dspy_rewriter` is imported on its own so that this package does not import DSPy.
 """
 
+from coevo.llm.ledger import BudgetLedger, Usage
 from coevo.operators.dedupe import DuplicateFilter, code_fingerprint
 from coevo.operators.eoh import EoHOperators, ProposalRequest
-from coevo.operators.ledger import BudgetLedger, Usage, metered_generate
+from coevo.operators.ledger import metered_generate
 from coevo.operators.parsing import FunctionSpec, ParsedCode, ParseFailure, parse_heuristic
 from coevo.operators.records import Parent, Proposal, Rejection, TaskSpec, TextProposal
 from coevo.operators.reflection import ComponentRewriter, Reflector

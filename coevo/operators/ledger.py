@@ -1,6 +1,6 @@
 """Metered LLM calls: every operator's generate goes through `metered_generate`, so the run's ledger
-sees each call. The ledger itself (`BudgetLedger`, `Usage`) lives in `coevo.llm.ledger`, below the
-operators, because `coevo serve` keeps one too; it is re-exported here for the operators' users.
+sees each call. The ledger itself (`BudgetLedger`) lives in `coevo.llm.ledger`, below the operators,
+because `coevo serve` keeps one too.
 """
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ import time
 from collections.abc import Sequence
 
 from coevo.llm.base import LLM, Completion, Message, SamplingParams
-from coevo.llm.ledger import BudgetLedger, Usage
-
-__all__ = ["BudgetLedger", "Usage", "metered_generate"]
+from coevo.llm.ledger import BudgetLedger
 
 
 def metered_generate(

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from coevo.llm.base import LLM, Message, SamplingParams
-from coevo.operators.ledger import BudgetLedger, metered_generate
+from coevo.llm.ledger import BudgetLedger
+from coevo.operators.ledger import metered_generate
 from coevo.operators.parsing import ParseFailure
 from coevo.operators.records import Parent, Rejection, TaskSpec, TextProposal, completion_error
 from coevo.operators.templates import PLACEHOLDERS, PromptTemplates, default_templates, placeholder_problem

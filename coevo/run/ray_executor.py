@@ -66,8 +66,8 @@ class MemberReplica:
     """
 
     def __init__(self, config_data: dict[str, Any], threads: int = 1) -> None:
+        from coevo.llm.ledger import BudgetLedger
         from coevo.operators.eoh import EoHOperators
-        from coevo.operators.ledger import BudgetLedger
         from coevo.run.build import build_host, build_workload
         from tasks import get_task
 
@@ -91,7 +91,7 @@ class MemberReplica:
 
     def propose(self, lines: Sequence[str], job: ProposalJob) -> ProposedMember:
         """Apply the history lines this replica lacks, then write AHD member `job` and score it here."""
-        from coevo.operators.ledger import BudgetLedger
+        from coevo.llm.ledger import BudgetLedger
         from coevo.operators.records import Proposal
 
         self._sync(lines, job.weights.step)

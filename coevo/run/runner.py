@@ -33,8 +33,8 @@ from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import ScheduleConfig
 from coevo.evaluate.evaluator import Evaluator
 from coevo.llm.base import LLM, SamplingParams
+from coevo.llm.ledger import BudgetLedger
 from coevo.operators.eoh import EoHOperators, ProposalRequest
-from coevo.operators.ledger import BudgetLedger
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.population import Population, PromptPool, PromptVariant
 from coevo.run.build import build_host, build_workload, configured_evaluator
