@@ -40,7 +40,7 @@ def test_horizon_and_name_are_validated():
     assert make_env("sudoku").horizon == 5
     with pytest.raises(HorizonError, match="choose one of: 5, 10, 15, 20"):
         make_env("sudoku", 7)
-    with pytest.raises(UnknownEnvError, match="registered environments: gridnav, sudoku"):
+    with pytest.raises(UnknownEnvError, match="registered environments: gridnav, gridnav-dense, sudoku"):
         make_env("chess")
 
 
@@ -157,6 +157,25 @@ def test_gridnav_refuses_walking_into_the_wall():
     prompt, _, _, _, info = env.step("Move UP please")
     assert not info["valid"] and "wall" in info["feedback"] and env.position == (0, 0)
     assert "You are at row 1, column 1." in prompt
+
+
+def test_gridnav_dense_pays_the_share_of_closing_moves_and_plays_gridnav_instances():
+    def play(env_name: str, moves: list[str]) -> tuple[float, bool]:
+        env = make_env(env_name, 2)
+        env.reset(7)
+        env.position, env.goal = (4, 2), (4, 4)  # a known layout: the goal two moves to the right
+        for move in moves:
+            _, reward, terminated, truncated, info = env.step(f"move {move}")
+            if terminated or truncated:
+                return reward, info["success"]
+        raise AssertionError("the episode did not end")
+
+    assert make_env("gridnav-dense", 2).reset(3) == make_env("gridnav", 2).reset(3)
+    assert play("gridnav-dense", ["up", "right", "right", "down"]) == (1.0, True)
+    wandering = ["right", "up", "down", "up", "down", "up"]  # closes in on turns 1 and 3 and 5
+    assert play("gridnav-dense", wandering) == (0.5 * 3 / 6, False)
+    assert play("gridnav-dense", ["left", "up", "nonsense", "up", "left", "left"]) == (0.0, False)
+    assert play("gridnav", wandering) == (0.0, False)
 
 
 def test_splits_are_disjoint_and_sized():

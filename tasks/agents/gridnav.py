@@ -65,8 +65,11 @@ class GridNav(AgentEnv[str]):
         return None
 
     def _partial(self) -> tuple[float, str]:
-        distance = abs(self.position[0] - self.goal[0]) + abs(self.position[1] - self.goal[1])
+        distance = self._distance()
         return 0.0, f"ended {distance} moves from the goal"
+
+    def _distance(self) -> int:
+        return abs(self.position[0] - self.goal[0]) + abs(self.position[1] - self.goal[1])
 
     def _rules(self) -> str:
         n = self.size
@@ -78,6 +81,30 @@ class GridNav(AgentEnv[str]):
 
     def _render(self) -> str:
         return f"You are at {_show(self.position)}. The goal is at {_show(self.goal)}."
+
+
+class GridNavDense(GridNav):
+    """The same instances with a training signal on failure: the share of turns whose move closed the
+    distance to the goal, halved, so every good move pays and arriving (1.0) pays most. Success, the
+    held-out measure, is unchanged: only what ES or GRPO train on differs."""
+
+    name: ClassVar[str] = "gridnav-dense"
+    description: ClassVar[str] = "gridnav, failures paid 0.5 x the share of turns that closed the distance"
+    shares_instances_with: ClassVar[str | None] = "gridnav"
+
+    def _setup(self, rng: np.random.Generator) -> None:
+        super()._setup(rng)
+        self._closing_moves = 0
+
+    def _apply(self, action: str) -> tuple[bool, str]:
+        before = self._distance()
+        valid, feedback = super()._apply(action)
+        self._closing_moves += self._distance() < before
+        return valid, feedback
+
+    def _partial(self) -> tuple[float, str]:
+        reward, detail = super()._partial()
+        return reward + 0.5 * self._closing_moves / self._turn, f"{detail}; {self._closing_moves} moves closed in"
 
 
 def _show(cell: tuple[int, int]) -> str:
