@@ -26,7 +26,7 @@ def fitness_of(objective: float, sense: Sense) -> float:
 @dataclass(frozen=True)
 class WeightsRef:
     """The weights a candidate was written under: the base model after `step` ES updates, plus an
-    optional perturbation (seed, sign, sigma). `coevo.es.history.replay` rebuilds them exactly."""
+    optional perturbation (seed, sign, sigma). `coevo.es.update_log.replay` rebuilds them exactly."""
 
     base: str
     step: int

@@ -13,11 +13,11 @@ from rich.table import Table
 
 from coevo.llm.models import register as register_models
 from coevo.llm.serve import register as register_serve
-from coevo.run.cli import register as register_runner
+from coevo.run.commands import register as register_runner
 from coevo.scaffold import register as register_new
 from coevo.skills_cli import register as register_skills
 from coevo.threads import configure_threads
-from coevo.tune.cli import register as register_tune
+from coevo.tune.command import register as register_tune
 
 app = typer.Typer(
     add_completion=False,

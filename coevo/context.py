@@ -4,7 +4,7 @@ offers back (`Policy`).
 A method never sees the loop itself. It reaches the LLM, the workload, the ES engine, the budget and
 the records only through a `Context`, so it can be written, read and tested against this page alone,
 and the loop (`coevo.run.runner.Runner`) can change how it provides each service without touching any
-method. The skill loops (`coevo.skills.loop`, `coevo.skills.ahd`) take the same context.
+method. The skill loops (`coevo.skills.loop`, `coevo.skills.code_skills`) take the same context.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from coevo.candidate import Candidate
-from coevo.operators.dedupe import code_fingerprint
+from coevo.operators.fingerprint import code_fingerprint
 from coevo.operators.records import Parent
 from coevo.operators.templates import PromptTemplates
 

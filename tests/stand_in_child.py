@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable
 
 from coevo.evaluate.channel import STATUS_RECORD, frame
-from coevo.evaluate.sandbox import Limits, Outcome, _Child, _Supervisor
+from coevo.evaluate.sandbox import Limits, SandboxResult, _Child, _Supervisor
 
 
-def supervise(wire: bytes | Callable[[socket.socket], None], count: int, limits: Limits, started_ago: float = 0.0) -> Outcome:
+def supervise(
+    wire: bytes | Callable[[socket.socket], None], count: int, limits: Limits, started_ago: float = 0.0
+) -> SandboxResult:
     """Supervise a child that sends ``wire`` (bytes sent at once, or a writer run in a thread)."""
     started = time.monotonic() - started_ago
     stand_in = subprocess.Popen(["sleep", "30"], start_new_session=True)
@@ -45,7 +47,7 @@ def supervise(wire: bytes | Callable[[socket.socket], None], count: int, limits:
         stand_in.wait()
 
 
-def supervise_late(messages: list[dict[str, object]], count: int, limits: Limits) -> Outcome:
+def supervise_late(messages: list[dict[str, object]], count: int, limits: Limits) -> SandboxResult:
     """Supervise a child whose messages were all sent before the parent looks at them, as when
     the parent wakes long after a deadline; the child's clock starts 10 s in the past."""
     started = time.monotonic() - 10.0

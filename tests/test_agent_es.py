@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from coevo.agents import AgentWorkload
+from coevo.agent_workload import AgentWorkload
 from coevo.candidate import WeightsRef
 from coevo.cli import main
 from coevo.run.config import ConfigError, load_config

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coevo.agents import AgentWorkload
+from coevo.agent_workload import AgentWorkload
 from coevo.workload import Generational
 from tasks.agents.splits import split_seeds
 

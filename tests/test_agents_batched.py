@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from coevo.agents import AgentWorkload
+from coevo.agent_workload import AgentWorkload
 from coevo.candidate import WeightsRef
 from coevo.llm.base import AGENT_SAMPLING
 from coevo.workload import Member

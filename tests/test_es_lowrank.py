@@ -7,10 +7,10 @@ import torch
 from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 
 from coevo.es.engine import ESConfig, ESEngine
-from coevo.es.history import ESHistory, replay
 from coevo.es.lowrank import LowRankHost, lowrank_direction
 from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Perturbation, Update
+from coevo.es.update_log import ESHistory, replay
 
 RANK = 2
 

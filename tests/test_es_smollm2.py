@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from coevo.es.engine import ESConfig, ESEngine
-from coevo.es.history import ESHistory, replay
 from coevo.es.host import TorchWeightsHost
+from coevo.es.update_log import ESHistory, replay
 from coevo.llm.hf import ModelNotFoundError, load_causal_lm
 
 PROMPTS = ["The capital of France is", "def add(a, b):"]

@@ -24,9 +24,9 @@ import typer
 from tiny_lm import build_tiny_llama, build_tiny_tokenizer
 from typer.testing import CliRunner
 
-from coevo.es.history import HISTORY_FILENAME, ESHistory, UpdateRecord, replay
 from coevo.es.noise import NOISE_VERSION
 from coevo.es.perturbation import Update
+from coevo.es.update_log import HISTORY_FILENAME, ESHistory, UpdateRecord, replay
 from coevo.llm import serve as serve_module
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.chat_api import MAX_CHOICES, parse_chat_request

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from scripted_llm import ScriptedLLM
 
-from coevo.es.history import replay
+from coevo.es.update_log import replay
 from coevo.methods.base import improvement_reward
 from coevo.run.config import ConfigError, RunConfig, load_config, validate
 from coevo.run.runner import summary
@@ -202,7 +202,7 @@ def test_library_all_adds_exported_heuristics_of_the_task(tmp_path: Path, monkey
 
 
 def test_a_copy_of_a_known_heuristic_skips_the_sandbox_and_takes_its_verdict(tmp_path: Path) -> None:
-    from coevo.operators.dedupe import code_fingerprint
+    from coevo.operators.fingerprint import code_fingerprint
 
     runner = start_run(config("sample", library="none", budget=10), tmp_path)
     seed = runner.task.seed_code()

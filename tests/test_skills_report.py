@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coevo.run.report import write_report
 from coevo.run.heldout import heldout_lines
+from coevo.run.report import write_report
 from coevo.run.session import start_run
 from coevo.run.store import RunStore
-from coevo.skills.history import library_history
-from test_skills_credit import config_with_library
+from coevo.skills.timeline import library_history
+from test_skill_credit import config_with_library
 from test_skills_methods import FakeAgentLLM
 
 

@@ -9,7 +9,7 @@ from coevo.skills import Skill, whitespace_tokens
 from coevo.skills.loop import member_view
 from coevo.skills.retrieve import retrieved
 from coevo.skills.settings import SkillsSettings
-from test_skills_credit import HARM, HarmedAgentLLM, config_with_library
+from test_skill_credit import HARM, HarmedAgentLLM, config_with_library
 from test_skills_methods import MARKER
 
 

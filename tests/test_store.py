@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_runner import config
 
-from coevo.es.history import HISTORY_FILENAME
+from coevo.es.update_log import HISTORY_FILENAME
 from coevo.run.session import resume_run, start_run
 from coevo.run.store import RunStore, StoreError
 

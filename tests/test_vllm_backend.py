@@ -20,10 +20,10 @@ from fake_vllm import FakeEngine, fake_vllm_modules, unfused_state
 from tiny_lm import build_tiny_llama
 from transformers import AutoModelForCausalLM
 
-from coevo.es.history import replay
 from coevo.es.host import TorchWeightsHost
 from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Perturbation, Update
+from coevo.es.update_log import replay
 from coevo.llm.vllm import INSTALL_HINT, VLLMBackend, VLLMWeightsHost
 from coevo.run.config import ConfigError, validate
 from coevo.run.session import start_run

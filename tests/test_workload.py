@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from scripted_llm import ScriptedLLM
 
-from coevo.ahd import AHDWorkload
 from coevo.evaluate.evaluator import Evaluator
+from coevo.heuristic_workload import AHDWorkload
 from coevo.run.config import validate
 from coevo.run.runner import Runner
 from coevo.run.store import RunStore

@@ -35,12 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from coevo.es.history import History, UpdateRecord, replay
 from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Perturbation, Update
 from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import Schedule, ScheduleConfig
 from coevo.es.shaping import SHAPINGS, Shaping, penalize_invalid
+from coevo.es.update_log import History, UpdateRecord, replay
 
 
 class ESConfig(BaseModel):

@@ -1,6 +1,6 @@
 """The protocol of where weights live (`WeightsHost`), which the ES engine drives. It lives with the
 engine so `coevo.es` depends on nothing above it; backends implement it. Where updates are kept is
-`coevo.es.history.History`."""
+`coevo.es.update_log.History`."""
 
 from __future__ import annotations
 

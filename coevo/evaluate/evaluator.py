@@ -21,7 +21,7 @@ import numpy as np
 from coevo import pyast
 from coevo.evaluate.cache import ResultCache, cache_key
 from coevo.evaluate.policy import RejectedCode, check_code
-from coevo.evaluate.sandbox import InstancePayload, Limits, Outcome, Sandbox
+from coevo.evaluate.sandbox import InstancePayload, Limits, Sandbox, SandboxResult
 from tasks import get_task
 from tasks.base import Instance, InvalidSolution, SplitName, Task, instance_hash
 from tasks.references import MissingReferences, gap_pct, group_references
@@ -165,7 +165,7 @@ class Evaluator:
         objectives, reason = self._score(outcome)
         return verdict(reason, objectives)
 
-    def _score(self, outcome: Outcome) -> tuple[list[float], str | None]:
+    def _score(self, outcome: SandboxResult) -> tuple[list[float], str | None]:
         """Re-validate every solution with the task, in this trusted process."""
         objectives = []
         for index, (instance, solution) in enumerate(zip(self._instances, outcome.solutions)):

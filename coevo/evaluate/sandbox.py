@@ -92,7 +92,7 @@ class InstancePayload:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SandboxResult:
     """What came back: a solution per completed instance, or why the run stopped."""
 
     solutions: tuple[Any, ...]
@@ -176,12 +176,12 @@ class Sandbox:
                     self._process.wait()
                 self._process = None
 
-    def run(self, code: str, limits: Limits) -> Outcome:
+    def run(self, code: str, limits: Limits) -> SandboxResult:
         """Run the candidate over the instances in a fresh child, under ``limits``."""
         try:
             job = Job.compile(code, limits.memory_mb, limits.candidate_seconds, limits.file_bytes)
         except (SyntaxError, ValueError) as error:
-            return Outcome((), pyast.unparsable_reason(error), None)
+            return SandboxResult((), pyast.unparsable_reason(error), None)
         with self._lock:
             child, driver = self._next_pair()
         healthy = False
@@ -418,7 +418,7 @@ class _Supervisor:
         self.died: tuple[int, int | None] | None = None
         """The driver saw the child end without a reason: (instances solved, the instance running)."""
 
-    def run(self, job: bytes, driver: _Child | None = None) -> Outcome:
+    def run(self, job: bytes, driver: _Child | None = None) -> SandboxResult:
         """Send ``job`` to the child, hand the child to ``driver`` (None: a stand-in is already
         writing to ``channel``), and return the verdict."""
         try:
@@ -442,7 +442,7 @@ class _Supervisor:
             self._fail(self._exit_reason(f"after {solved} of {self.count} instances"), index)
         if self.failure is None and not self.done:
             self._fail(self._exit_reason(f"after {len(self.solutions)} of {self.count} instances"))
-        return Outcome(tuple(self.solutions), self.failure, self.failed_index)
+        return SandboxResult(tuple(self.solutions), self.failure, self.failed_index)
 
     def _fail(self, reason: str, index: int | None = None) -> None:
         """Fail the run; ``index`` names the instance (by default the first without a solution)."""

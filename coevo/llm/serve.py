@@ -263,7 +263,7 @@ def serve(
 
 def load_run_weights(backend: HFBackend, run_dir: Path, step: int) -> None:
     """Set the backend's weights to the run's after its first `step` ES updates (0: the base model)."""
-    from coevo.es.history import HISTORY_FILENAME, ESHistory, replay
+    from coevo.es.update_log import HISTORY_FILENAME, ESHistory, replay
 
     path = Path(run_dir) / HISTORY_FILENAME
     if not path.is_file():

@@ -10,7 +10,7 @@ direction: ES is told each member's reward less its text's estimated effect.
   the LLM from the evaluator's feedback once per generation.
 * With a skill library (`skills.library`; always on episodes), the text is the library, each member
   shown its own half, and the generation's failures are learned into skill edits
-  (`coevo.methods.skill_method`), the split generalised to N skills (`coevo.credit`).
+  (`coevo.methods.skill_method`), the split generalised to N skills (`coevo.credit_split`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from coevo.credit import group_residuals
+from coevo.credit_split import group_residuals
 from coevo.methods.base import CROSSOVERS, Method, OneUpdatePerGeneration, improvement_reward, prompt_id
 from coevo.methods.skill_method import SkillMethod
 from coevo.operators.constants import tunable_values

@@ -22,12 +22,12 @@ from coevo.methods.base import CROSSOVERS, Method, improvement_reward
 from coevo.methods.eoh import OPERATORS
 from coevo.population import as_parent
 from coevo.run.config import ConfigError
-from coevo.skills.ahd import SandboxTests, ValScore, failed_children, skills_request
-from coevo.skills.credit import shown_to
+from coevo.skills.code_skills import SandboxTests, ValScore, failed_children, skills_request
 from coevo.skills.gates import AcceptanceGate, CodeTestGate, RecurrenceGate
 from coevo.skills.loop import SkillLoop, failed_trajectories
 from coevo.skills.pinning import LibraryChanged
 from coevo.skills.render import by_credit
+from coevo.skills.skill_credit import shown_to
 
 if TYPE_CHECKING:
     from coevo.candidate import Candidate

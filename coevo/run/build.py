@@ -9,10 +9,10 @@ import importlib
 import re
 from pathlib import Path
 
-from coevo.agents import AgentWorkload
-from coevo.ahd import AHDWorkload
+from coevo.agent_workload import AgentWorkload
 from coevo.es.protocols import WeightsHost
 from coevo.evaluate.evaluator import Evaluator
+from coevo.heuristic_workload import AHDWorkload
 from coevo.llm.base import LLM, WeightsBackend
 from coevo.run.config import ConfigError, RunConfig
 from coevo.workload import Workload

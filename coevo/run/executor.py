@@ -17,7 +17,7 @@ from coevo.run.config import ConfigError
 from coevo.workload import Evaluation, Member, Workload
 
 if TYPE_CHECKING:
-    from coevo.es.history import UpdateRecord
+    from coevo.es.update_log import UpdateRecord
     from coevo.run.config import RunConfig
     from coevo.run.proposals import ProposalJob, ProposedMember
 

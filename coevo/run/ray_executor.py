@@ -1,7 +1,7 @@
 """The Ray executor: a generation's members played by worker actors that each hold a replica of the model.
 
 Seed-only sync, as OpenAI-ES does it: the driver never ships weights. A worker keeps the base model and
-replays the run's ES history (`coevo.es.history`) into it; a member's job is its index, its weights
+replays the run's ES history (`coevo.es.update_log`) into it; a member's job is its index, its weights
 (ES step, seed, sign, sigma) and the history lines this worker has not applied yet, a few hundred bytes
 whatever the model's size. An AHD ES member's job also carries its request (operator and parents' text)
 and its member-bound sampling seed: the worker writes the heuristic under the member's perturbation and
@@ -24,14 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from coevo.ahd import AHDWorkload
-from coevo.es.history import UpdateRecord, replay
+from coevo.es.update_log import UpdateRecord, replay
+from coevo.heuristic_workload import AHDWorkload
 from coevo.run.config import ConfigError, RunConfig, validate
 from coevo.run.proposals import ProposalJob, ProposedMember, propose_member
 from coevo.workload import Evaluation, Member, Workload
 
 if TYPE_CHECKING:
-    from coevo.agents import AgentWorkload
+    from coevo.agent_workload import AgentWorkload
     from coevo.llm.base import LLM
 
 MAX_ATTEMPTS = 5

@@ -24,12 +24,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from coevo.candidate import Candidate
-from coevo.es.history import UpdateRecord
+from coevo.es.update_log import UpdateRecord
 from coevo.run.heldout import heldout_lines
 from coevo.run.store import RunStore, StoredTrajectory
-from coevo.skills.history import LibraryAt, library_history
-from coevo.skills.library import Library
 from coevo.run.validation import Validation, answer_line
+from coevo.skills.library import Library
+from coevo.skills.timeline import LibraryAt, library_history
 from tasks import get_task
 
 REPORT_NAME = "report.html"

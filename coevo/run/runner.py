@@ -23,15 +23,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from coevo.ahd import AHDWorkload
 from coevo.candidate import Candidate, WeightsRef
 from coevo.context import Policy
 from coevo.es.engine import ESConfig, ESEngine, UpdateStats
-from coevo.es.history import HISTORY_FILENAME
 from coevo.es.perturbation import Perturbation
 from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import ScheduleConfig
+from coevo.es.update_log import HISTORY_FILENAME
 from coevo.evaluate.evaluator import Evaluator
+from coevo.heuristic_workload import AHDWorkload
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.ledger import BudgetLedger
 from coevo.operators.eoh import EoHOperators, ProposalRequest

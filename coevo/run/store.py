@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from coevo.candidate import Candidate, WeightsRef
-from coevo.es.history import UpdateRecord
+from coevo.es.update_log import UpdateRecord
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.workload import Evaluation, Trajectory, Turn
 

@@ -1,6 +1,5 @@
 """The skill library: skills in the SKILL.md layout, bounded edits, gates, dedupe and prompt rendering."""
 
-from coevo.skills.dedupe import duplicate_key, merge_duplicates, prune_unused, stale_skills
 from coevo.skills.edits import AddSkill, DeleteSkill, Edit, EditError, MergeSkills, ReplaceSection, apply_edit
 from coevo.skills.gates import (
     AcceptanceGate,
@@ -13,6 +12,7 @@ from coevo.skills.gates import (
     admit,
 )
 from coevo.skills.library import EditRecord, Library, load_library, save_library
+from coevo.skills.pruning import duplicate_key, merge_duplicates, prune_unused, stale_skills
 from coevo.skills.render import by_credit, render_prompt, whitespace_tokens
 from coevo.skills.skill import Skill, SkillKind, SkillMeta
 from coevo.skills.skill_md import SkillFormatError

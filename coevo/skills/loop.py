@@ -2,7 +2,7 @@
 
 Each generation the members play the generation's episodes with the current library rendered as
 their instruction text, each member shown its own half of it so every skill's effect is measured
-against its absence (`coevo.skills.credit`); the failed trajectories are analysed into a few edits,
+against its absence (`coevo.skills.skill_credit`); the failed trajectories are analysed into a few edits,
 and an edit is kept only if its lesson recurred in two or more trajectories and the library with it
 strictly beats the library without it on a fixed held-out batch (val episodes under the live weights). Refused edits are
 buffered and shown to the proposer. The `skills`, agent `coevo` and `es-then-skills` methods differ
@@ -15,9 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from coevo.credit import additive_residuals, effects_against_absence
-from coevo.skills.credit import credited, shown_to
-from coevo.skills.dedupe import merge_duplicates
+from coevo.credit_split import additive_residuals, effects_against_absence
 from coevo.skills.edits import AddSkill
 from coevo.skills.gates import AcceptanceGate, Gate, RecurrenceGate, Refusal, RefusedBuffer, admit
 from coevo.skills.library import Library
@@ -30,10 +28,12 @@ from coevo.skills.pinning import (
     starting_library,
 )
 from coevo.skills.proposer import EditProposer
+from coevo.skills.pruning import merge_duplicates
 from coevo.skills.render import by_credit, render_prompt
 from coevo.skills.retrieve import retrieved
 from coevo.skills.settings import SkillsSettings
 from coevo.skills.skill import Skill
+from coevo.skills.skill_credit import credited, shown_to
 from coevo.workload import Evaluation, Member, Trajectory
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from coevo.agents import AgentWorkload
+from coevo.agent_workload import AgentWorkload
 from coevo.candidate import WeightsRef
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.llm.base import AGENT_SAMPLING

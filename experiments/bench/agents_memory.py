@@ -64,7 +64,7 @@ def run_side(side: str, settings: Settings) -> int:
 
 
 def es_generation(llm, seeds: list[int], members: int) -> None:
-    from coevo.agents import AgentWorkload
+    from coevo.agent_workload import AgentWorkload
     from coevo.candidate import WeightsRef
     from coevo.es.engine import ESConfig, ESEngine
     from coevo.es.hosts import module_host

@@ -31,10 +31,10 @@ from typing import Any
 import torch
 
 from coevo.es.engine import ESConfig, ESEngine
-from coevo.es.history import ESHistory, replay
 from coevo.es.host import TorchWeightsHost
 from coevo.es.perturbation import Perturbation, Update
 from coevo.es.schedules import ScheduleConfig
+from coevo.es.update_log import ESHistory, replay
 from coevo.llm.base import SamplingParams
 from coevo.llm.hf import load_causal_lm, resolve_model_dir
 from coevo.llm.vllm import VLLMBackend

@@ -12,7 +12,7 @@ from typing import Any
 from coevo.plugins import PluginError, load, normalised, registered
 from tasks.agents.base import AgentEnv, HorizonError, Outcome, TextEnv, check_horizon
 from tasks.agents.plugin import PluginEnv, plugin_env_class
-from tasks.agents.rollout import Episode, Prompt, Turn, llm_policy, rollout
+from tasks.agents.rollout import Episode, EpisodeTurn, Prompt, llm_policy, rollout
 
 ENV_GROUP = "coevo.envs"
 
@@ -51,11 +51,11 @@ __all__ = [
     "ENV_NAMES",
     "AgentEnv",
     "Episode",
+    "EpisodeTurn",
     "HorizonError",
     "Outcome",
     "Prompt",
     "TextEnv",
-    "Turn",
     "UnknownEnvError",
     "check_horizon",
     "env_class",

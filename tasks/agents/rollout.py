@@ -66,7 +66,10 @@ Policy = Callable[[list[str]], Sequence["str | Generated"]]
 
 
 @dataclass(frozen=True)
-class Turn:
+class EpisodeTurn:
+    """One turn of an `Episode`: the whole prompt the policy was given, its answer, the reward, and the
+    environment's feedback."""
+
     prompt: str
     action: str
     """The action text as the policy wrote it, cut at `MAX_ACTION_CHARS`."""
@@ -84,7 +87,7 @@ class Episode:
     horizon: int | None
     """H of a registered environment; None for an adapted one."""
     seed: int
-    turns: tuple[Turn, ...]
+    turns: tuple[EpisodeTurn, ...]
     reward: float
     success: bool
     reason: str
@@ -129,7 +132,7 @@ def rollout(
         raise ValueError("this environment has no turn budget of its own: pass max_turns")
     action_ends = [(tuple(getattr(e, "action_stop", ())), getattr(e, "max_action_tokens", None)) for e in envs]
     observations = [e.reset(s) for e, s in zip(envs, seeds, strict=True)]
-    turns: list[list[Turn]] = [[] for _ in seeds]
+    turns: list[list[EpisodeTurn]] = [[] for _ in seeds]
     totals = [0.0] * len(seeds)
     results: list[Episode | None] = [None] * len(seeds)
     live = list(range(len(seeds)))
@@ -143,7 +146,7 @@ def rollout(
             text, tokens = _unpack(action)
             observation, reward, terminated, truncated, info = envs[i].step(text)
             totals[i] += float(reward)
-            turns[i].append(Turn(str(prompt), text, float(reward), tokens, str(info.get("feedback", ""))))
+            turns[i].append(EpisodeTurn(str(prompt), text, float(reward), tokens, str(info.get("feedback", ""))))
             observations[i] = observation
             capped = len(turns[i]) >= caps[i]
             if terminated or truncated or capped:

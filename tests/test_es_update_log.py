@@ -5,8 +5,8 @@ import torch
 from torch import nn
 
 from coevo.es.engine import ESConfig, ESEngine
-from coevo.es.history import ESHistory, replay
 from coevo.es.host import TorchWeightsHost
+from coevo.es.update_log import ESHistory, replay
 
 
 def make_model(dtype: torch.dtype = torch.float32) -> nn.Module:

@@ -14,7 +14,7 @@ from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.run.config import RunConfig, validate
 from coevo.run.session import resume_run, start_run
 from coevo.skills import Library, Skill, load_library, save_library
-from coevo.skills.ahd import SandboxTests, helpers_source
+from coevo.skills.code_skills import SandboxTests, helpers_source
 from coevo.skills.pinning import RUN_LIBRARY_DIR
 from tasks import get_task
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from coevo.credit import additive_residuals, effects_against_absence, group_residuals
+from coevo.credit_split import additive_residuals, effects_against_absence, group_residuals
 from coevo.run.config import RunConfig, load_config
 from coevo.run.session import start_run
-from coevo.skills.credit import shown_to
+from coevo.skills.skill_credit import shown_to
 from test_skills_methods import CONFIG, MARKER, FakeAgentLLM
 
 HARM = "FREEZE"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from scripted_llm import ScriptedLLM
-from test_skills_ahd import HELPER, LESSON, code_skill
+from test_code_skills import HELPER, LESSON, code_skill
 
 from coevo.llm.base import Completion
 from coevo.methods.coevo import Coevo

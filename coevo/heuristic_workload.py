@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from coevo.evaluate.evaluator import EvalResult, Evaluator
-from coevo.operators.dedupe import code_fingerprint
+from coevo.operators.fingerprint import code_fingerprint
 from coevo.operators.records import direction
 from coevo.workload import HEURISTICS, Evaluation, Member
 

@@ -225,7 +225,7 @@ def test_ctrl_c_says_how_to_resume_and_the_run_shows_as_interrupted(
 ) -> None:
     run_dir = tmp_path / "run"
     INTERRUPTS.append(3)
-    assert main(["run", str(config), "--run-dir", str(run_dir), "--set", "model=test_run_cli:build_interrupted"]) == 130
+    assert main(["run", str(config), "--run-dir", str(run_dir), "--set", "model=test_run_commands:build_interrupted"]) == 130
     err = capsys.readouterr().err
     assert f"coevo: interrupted; `coevo resume {run_dir}` continues the run" in err
     assert " evals  best on search " in err, "the progress bar's best is the search split's"

@@ -9,7 +9,7 @@ each member's reward then informs every skill's estimate, where leave-one-out gi
 single member without it. The cost is that a member plays with about half the library; the held-out
 gate and the final measurement use all of it.
 
-The effect of one generation is `coevo.credit.effects_against_absence` (the N-skill form of the AHD
+The effect of one generation is `coevo.credit_split.effects_against_absence` (the N-skill form of the AHD
 variant split), and a skill's credit is the running mean of its per-generation effects.
 """
 
@@ -19,7 +19,7 @@ import hashlib
 import random
 from collections.abc import Sequence, Set
 
-from coevo.credit import effects_against_absence
+from coevo.credit_split import effects_against_absence
 from coevo.skills.library import Library
 
 

@@ -9,7 +9,8 @@ docstrings are one skill.
 from __future__ import annotations
 
 import re
-from coevo.operators.dedupe import code_fingerprint
+
+from coevo.operators.fingerprint import code_fingerprint
 from coevo.skills.edits import DeleteSkill, MergeSkills, apply_edit
 from coevo.skills.library import Library
 from coevo.skills.skill import Skill
