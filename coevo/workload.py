@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from coevo.candidate import Sense, WeightsRef, fitness_of
+
+if TYPE_CHECKING:
+    from coevo.evaluate.evaluator import Evaluator
 
 
 @dataclass(frozen=True)
@@ -142,4 +145,21 @@ class Generational(Protocol):
 
     def at_generation(self, generation: int) -> Workload:
         """The workload generation `generation` (1 for the first after initialisation) is scored on."""
+        ...
+
+
+@runtime_checkable
+class ScoresCode(Protocol):
+    """A workload whose verdict on a member depends on its code alone (the weights only wrote it), judged
+    by a sandboxed evaluator: a remote executor ships each distinct code once and gets the verdict back."""
+
+    evaluator: Evaluator
+    """The sandbox that judges code (a code skill's tests run in it too)."""
+
+    def codes(self, members: Sequence[Member]) -> list[str]:
+        """The code each member is scored as (a cosmetic copy of a scored heuristic stands for it)."""
+        ...
+
+    def verdicts(self, codes: Sequence[str]) -> list[Evaluation]:
+        """The sandbox's verdicts on exactly `codes`, in order."""
         ...

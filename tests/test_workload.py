@@ -14,7 +14,7 @@ from coevo.heuristic_workload import AHDWorkload
 from coevo.run.config import validate
 from coevo.run.runner import Runner
 from coevo.run.store import RunStore
-from coevo.workload import Evaluation, Member, Workload
+from coevo.workload import Evaluation, Member, ScoresCode, Workload
 from tasks import get_task
 
 COEFFICIENT = re.compile(r"\+ (-?[\d.]+) \* distance_matrix")
@@ -94,3 +94,40 @@ def test_the_ahd_workload_reports_rewards_higher_is_better_on_either_sense() -> 
         assert good.trajectories is None and "mean objective" in good.feedback
         assert not broken.valid and broken.reward is None and broken.rewards == ()
         assert broken.feedback.startswith("invalid: ")
+
+class WrappedWorkload:
+    """A user's wrapper around the AHD workload (not a subclass of it), offering what a code scorer offers."""
+
+    def __init__(self, inner: AHDWorkload) -> None:
+        self.inner = inner
+        self.name, self.sense, self.evaluator = inner.name, inner.sense, inner.evaluator
+
+    def evaluate(self, members: Sequence[Member], *, traces: bool = False) -> list[Evaluation]:
+        return self.verdicts(self.codes(members))
+
+    def codes(self, members: Sequence[Member]) -> list[str]:
+        return self.inner.codes(members)
+
+    def verdicts(self, codes: Sequence[str]) -> list[Evaluation]:
+        return self.inner.verdicts(codes)
+
+    def remember(self, texts: Iterable[str]) -> None:
+        self.inner.remember(texts)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_workload_is_asked_whether_it_scores_code_not_which_class_it_is(tmp_path: Path) -> None:
+    config = validate({"method": "sample", "task": "tsp_construct", "model": "scripted_llm:build", "budget": 2})
+    task = get_task("tsp_construct")
+    with Evaluator(task, "search", limit=2, workers=1) as evaluator:
+        wrapped = WrappedWorkload(AHDWorkload(evaluator))
+        assert isinstance(wrapped, ScoresCode) and not isinstance(CoefficientWorkload("min"), ScoresCode)
+        store = RunStore.create(tmp_path / "wrapped", config.model_dump(mode="json"))
+        with Runner(config, store, tmp_path / "wrapped", ScriptedLLM(), workload=wrapped) as runner:
+            assert runner.evaluator is evaluator, "the sandbox of a code-scoring workload, whatever its class"
+    store = RunStore.create(tmp_path / "fake", config.model_dump(mode="json"))
+    with Runner(config, store, tmp_path / "fake", ScriptedLLM(), workload=CoefficientWorkload("min")) as runner:
+        with pytest.raises(RuntimeError, match="the coefficient workload scores no code"):
+            runner.evaluator

@@ -25,13 +25,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from coevo.es.update_log import UpdateRecord, replay
-from coevo.heuristic_workload import AHDWorkload
 from coevo.run.config import ConfigError, RunConfig, validate
 from coevo.run.proposals import ProposalJob, ProposedMember, propose_member
-from coevo.workload import Evaluation, Member, Workload
+from coevo.workload import Evaluation, Member, ScoresCode, Workload
 
 if TYPE_CHECKING:
     from coevo.agent_workload import AgentWorkload
+    from coevo.heuristic_workload import AHDWorkload
     from coevo.llm.base import LLM
 
 MAX_ATTEMPTS = 5
@@ -177,7 +177,7 @@ class RayExecutor:
         traces: bool,
         history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
-        if isinstance(workload, AHDWorkload):
+        if isinstance(workload, ScoresCode):
             return self._verdicts(workload.codes(members), generation, history)
 
         def submit(actor: Any, lines: tuple[str, ...], index: int) -> Any:

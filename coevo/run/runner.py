@@ -31,7 +31,6 @@ from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import ScheduleConfig
 from coevo.es.update_log import HISTORY_FILENAME
 from coevo.evaluate.evaluator import Evaluator
-from coevo.heuristic_workload import AHDWorkload
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.ledger import BudgetLedger
 from coevo.operators.eoh import EoHOperators, ProposalRequest
@@ -44,7 +43,15 @@ from coevo.run.heldout import SuccessRate, heldout_success
 from coevo.run.methods import method_class
 from coevo.run.proposals import ProposalJob, propose_member
 from coevo.run.store import RunStore, StoreHistory
-from coevo.workload import Capabilities, Evaluation, Generational, Member, Workload, capabilities_of
+from coevo.workload import (
+    Capabilities,
+    Evaluation,
+    Generational,
+    Member,
+    ScoresCode,
+    Workload,
+    capabilities_of,
+)
 from tasks import get_task
 from tasks.base import SplitName
 
@@ -300,8 +307,10 @@ class Runner:
 
     @property
     def evaluator(self) -> Evaluator:
-        """The AHD workload's evaluator, for callers that reach the sandbox itself (tests)."""
-        assert isinstance(self.workload, AHDWorkload), "only the AHD workload has an evaluator"
+        """The sandbox of a workload that scores code, for callers that reach it themselves (code skills'
+        tests, tests)."""
+        if not isinstance(self.workload, ScoresCode):
+            raise RuntimeError(f"the {self.workload.name} workload scores no code, so it has no evaluator")
         return self.workload.evaluator
 
     def weights_sha256(self) -> str | None:
