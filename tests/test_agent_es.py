@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,20 @@ def test_the_cli_prints_held_out_success_before_and_after(config: Path, tmp_path
     assert "trained (2 ES updates) success on val: " in out
     assert "2 ES updates changed held-out success by " in out
     assert (tmp_path / "r" / "report.html").exists()
+
+    # `runs show` describes the agent run by its environment and held-out success, as the run ended
+    assert main(["runs", "show", str(tmp_path / "r")]) == 0
+    shown = capsys.readouterr().out
+    assert ": finished, es on gridnav\n" in shown and "heuristic" not in shown
+    held_out = [line for line in out.splitlines() if " success on val: " in line or "changed held-out" in line]
+    assert len(held_out) == 3 and all(f"  {line}\n" in shown for line in held_out)
+    assert main(["runs", "show", str(tmp_path / "r"), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["task"], facts["env"], facts["best"]) == (None, "gridnav", None)
+    assert [(when, figure["updates"], figure["episodes"]) for when, figure in facts["heldout"].items()] == [
+        ("before", "0 ES updates", 6),
+        ("after", "2 ES updates", 6),
+    ]
 
 
 def test_the_reference_sudoku_config_is_the_reference_setting():

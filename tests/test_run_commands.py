@@ -97,8 +97,10 @@ def test_run_show_export_and_refuse_to_overwrite(
 
     assert main(["runs", "show", str(run_dir), "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)
-    assert set(facts) == {"status", "method", "task", "evaluations", "llm_calls", "best", "weights_sha256"}
+    keys = {"status", "method", "task", "env", "evaluations", "llm_calls", "best", "heldout", "weights_sha256"}
+    assert set(facts) == keys
     assert (facts["status"], facts["method"], facts["evaluations"]) == ("finished", "coevo", 18)
+    assert (facts["task"], facts["env"], facts["heldout"]) == ("tsp_construct", None, {})
     assert set(facts["best"]) == {"key", "chosen_on", "figures", "code"}
     with sqlite3.connect(run_dir / "run.sqlite") as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -225,7 +227,10 @@ def test_ctrl_c_says_how_to_resume_and_the_run_shows_as_interrupted(
 ) -> None:
     run_dir = tmp_path / "run"
     INTERRUPTS.append(3)
-    assert main(["run", str(config), "--run-dir", str(run_dir), "--set", "model=test_run_commands:build_interrupted"]) == 130
+    assert (
+        main(["run", str(config), "--run-dir", str(run_dir), "--set", "model=test_run_commands:build_interrupted"])
+        == 130
+    )
     err = capsys.readouterr().err
     assert f"coevo: interrupted; `coevo resume {run_dir}` continues the run" in err
     assert " evals  best on search " in err, "the progress bar's best is the search split's"

@@ -109,7 +109,8 @@ def register(app: typer.Typer, fail) -> None:
         run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")],
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
-        """Status, budget used, LLM calls, the best heuristic and the weights hash of a run."""
+        """Status, budget used, LLM calls, the best heuristic or held-out success, and the weights hash of a run."""
+        from coevo.run.heldout import heldout_lines
         from coevo.run.runner import summary
         from coevo.run.store import RunStore, StoreError
         from coevo.run.validation import answer_line
@@ -123,13 +124,15 @@ def register(app: typer.Typer, fail) -> None:
             print(json.dumps(facts))
             return
         best = facts["best"]
-        print(f"{run_dir}: {facts['status']}, {facts['method']} on {facts['task']}")
+        print(f"{run_dir}: {facts['status']}, {facts['method']} on {facts['task'] or facts['env']}")
         print(f"  evaluations {facts['evaluations']}, LLM calls {facts['llm_calls']}")
         print(f"  weights sha256 {facts['weights_sha256'] or '(base model, not evolved)'}")
-        if best is None:
-            print("  no valid heuristic yet")
-        else:
+        for line in heldout_lines(facts["heldout"]):
+            print(f"  {line}")
+        if best is not None:
             print(f"  {answer_line(best)}\n{best['code']}")
+        elif facts["task"] is not None:
+            print("  no valid heuristic yet")
 
     @runs_app.command("export")
     def export(

@@ -483,15 +483,18 @@ class Runner:
 
 
 def summary(store: RunStore) -> dict[str, Any]:
-    """The `coevo runs show --json` object for a stored run."""
+    """The `coevo runs show --json` object for a stored run: what it ran on (a task, or an environment
+    whose held-out success it measured), what it spent, its answer and its weights."""
     config = store.config
     state = store.last_state() or {}
     return {
         "status": store.status(),
         "method": config["method"],
         "task": config["task"],
+        "env": (config.get("workload") or {}).get("env"),
         "evaluations": state.get("evaluations", 0),
         "llm_calls": store.llm_totals()["calls"],
         "best": store.answer_summary(),
+        "heldout": store.heldout_figures(),
         "weights_sha256": state.get("weights_sha256"),
     }

@@ -144,6 +144,16 @@ class RunStore:
             figures = {validation["split"]: validated} | figures
         return {"key": answer.key, "chosen_on": chosen_on, "figures": figures, "code": answer.code}
 
+    def heldout_figures(self) -> dict[str, dict[str, Any]]:
+        """The run's held-out success measurements (`coevo.run.heldout`) by when they were taken: those in
+        its last committed step, and the "after" figure kept once the run is done; empty when none."""
+        figures = dict((self.last_state() or {}).get("heldout", {}))
+        try:
+            figures |= json.loads(self.meta("heldout"))
+        except KeyError:
+            pass
+        return figures
+
     def mark_running(self) -> None:
         """Status `running`, owned by this process: `status()` calls the run interrupted once it is gone."""
         with self._db:
