@@ -135,7 +135,6 @@ class TorchWeightsHost(PerturbedContext):
             raise ValueError(f"restore must be 'exact' or 'inplace', got {restore!r}")
         self.module = module
         self.scope = scope
-        self.restore_mode: RestoreMode = restore
         shared = _SHARED_MASTERS.get(module, {})
         self._tensors = [
             self._track(name, param, restore, shared.get(name)) for name, param in select_parameters(module, scope)

@@ -97,7 +97,6 @@ class Progress:
     """
 
     _RECORD = struct.Struct("<qqd")
-    SIZE = _RECORD.size
 
     def __init__(self, fd: int) -> None:
         """Map the page held by ``fd`` (then closed)."""

@@ -6,7 +6,7 @@ of evaluation. `dspy_rewriter` is imported on its own so that this package does 
 
 from coevo.llm.ledger import BudgetLedger, Usage
 from coevo.operators.eoh import EoHOperators, ProposalRequest
-from coevo.operators.fingerprint import DuplicateFilter, code_fingerprint
+from coevo.operators.fingerprint import code_fingerprint
 from coevo.operators.ledger import metered_generate
 from coevo.operators.parsing import FunctionSpec, ParsedCode, ParseFailure, parse_heuristic
 from coevo.operators.records import Parent, Proposal, Rejection, TaskSpec, TextProposal
@@ -17,7 +17,6 @@ __all__ = [
     "EOH_OPERATORS",
     "BudgetLedger",
     "ComponentRewriter",
-    "DuplicateFilter",
     "EoHOperators",
     "FunctionSpec",
     "Parent",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import threading
 
 from coevo import pyast
 
@@ -25,25 +24,6 @@ def code_fingerprint(code: str) -> str:
         raise ValueError(f"cannot fingerprint code that does not parse: {pyast.unparsable_reason(error)}") from None
     normalised = _CanonicalNames(_defined_names(tree)).visit(_strip_docs_and_annotations(tree))
     return hashlib.sha256(ast.dump(normalised, annotate_fields=False).encode()).hexdigest()
-
-
-class DuplicateFilter:
-    """Remembers fingerprints; `is_new` is True the first time a piece of logic is seen. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
-        self._lock = threading.Lock()
-
-    def is_new(self, code: str) -> bool:
-        fingerprint = code_fingerprint(code)
-        with self._lock:
-            if fingerprint in self._seen:
-                return False
-            self._seen.add(fingerprint)
-            return True
-
-    def __len__(self) -> int:
-        return len(self._seen)
 
 
 def _defined_names(tree: ast.Module) -> set[str]:

@@ -163,8 +163,6 @@ class RayExecutor:
         """ES updates each worker is believed to hold: the history lines it is sent start there."""
         self.sent_bytes = 0
         """Pickled size of every job handed out so far (what seed-only sync costs)."""
-        self.requeued = 0
-        """Members handed out again after their worker died or had restarted."""
         self.finished = [0] * count
         """Jobs each worker has handed back (how evenly `ray.wait` spread them)."""
 
@@ -266,4 +264,3 @@ class RayExecutor:
     def _requeue(self, queue: deque[int], worker: int, index: int, applied: int) -> None:
         self._applied[worker] = applied
         queue.appendleft(index)
-        self.requeued += 1
