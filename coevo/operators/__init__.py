@@ -7,7 +7,7 @@ of evaluation. `dspy_rewriter` is imported on its own so that this package does 
 from coevo.llm.ledger import BudgetLedger, Usage
 from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.operators.fingerprint import code_fingerprint
-from coevo.operators.ledger import metered_generate
+from coevo.operators.metering import metered_generate
 from coevo.operators.parsing import FunctionSpec, ParsedCode, ParseFailure, parse_heuristic
 from coevo.operators.records import Parent, Proposal, Rejection, TaskSpec, TextProposal
 from coevo.operators.reflection import ComponentRewriter, Reflector

@@ -16,7 +16,7 @@ from functools import cached_property
 from coevo.llm.base import LLM, Completion, Message, SamplingParams
 from coevo.llm.ledger import BudgetLedger
 from coevo.operators.constants import parse_values, tunable_values, with_values
-from coevo.operators.ledger import metered_generate
+from coevo.operators.metering import metered_generate
 from coevo.operators.parsing import FunctionSpec, ParseFailure, parse_heuristic
 from coevo.operators.records import Parent, Proposal, Rejection, TaskSpec, completion_error, direction
 from coevo.operators.templates import OPERATORS, PromptTemplates, default_templates

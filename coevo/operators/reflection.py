@@ -17,7 +17,7 @@ from typing import Literal
 
 from coevo.llm.base import LLM, Message, SamplingParams
 from coevo.llm.ledger import BudgetLedger
-from coevo.operators.ledger import metered_generate
+from coevo.operators.metering import metered_generate
 from coevo.operators.parsing import ParseFailure
 from coevo.operators.records import Parent, Rejection, TaskSpec, TextProposal, completion_error
 from coevo.operators.templates import PLACEHOLDERS, PromptTemplates, default_templates, placeholder_problem
