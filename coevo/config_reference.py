@@ -188,7 +188,8 @@ def _toml(value: Any) -> str:
 
 
 def _method_settings() -> list[str]:
-    """The built-in methods, and the `[settings]` table of each method that takes one."""
+    """The built-in methods, and the `[settings]` table of each method that takes one (one section for
+    the methods that share a model)."""
     from coevo.run.methods import method_class, method_names
 
     classes = {name: method_class(name) for name in method_names()}
@@ -196,8 +197,9 @@ def _method_settings() -> list[str]:
         "### `method` and its `[settings]`",
         "",
         "`method` is a built-in name below, a name an installed package registers under the",
-        "`coevo.methods` entry-point group, or `path/to/method.py:Class` / `package.module:Class`. A method",
-        "that takes settings reads them from the `[settings]` table, checked by its own model.",
+        "`coevo.methods` entry-point group, or `path/to/method.py:Class` / `package.module:Class`. The keys",
+        "above are shared by every method; a method's own keys are in the `[settings]` table, checked by the",
+        "model the method declares, so a key of another method than the one named is refused.",
         "",
         "| method | evolves the weights | `[settings]` |",
         "| --- | --- | --- |",
@@ -206,9 +208,12 @@ def _method_settings() -> list[str]:
         settings = "see below" if cls.settings_model is not None else "none"
         lines.append(f"| `{name}` | {'yes' if cls.uses_weights else 'no'} | {settings} |")
     lines.append("")
+    sharing: dict[type[BaseModel], list[str]] = {}
     for name, cls in classes.items():
         if cls.settings_model is not None:
-            lines += _model_sections(cls.settings_model, "settings.", f"`[settings]` of `{name}`")
+            sharing.setdefault(cls.settings_model, []).append(name)
+    for model, names in sharing.items():
+        lines += _model_sections(model, "settings.", "`[settings]` of " + ", ".join(f"`{name}`" for name in names))
     return lines
 
 

@@ -12,7 +12,7 @@ Flags:
   --methods M [M ...]    methods (default: all five)
   --budgets B [B ...]    reference budgets in evaluations (default: 1000 2000)
   --seeds S [S ...]      run seeds (default: 0 1 2)
-  --scale F              multiply budgets, population_size and sample_batch by F (at least 2 each),
+  --scale F              multiply budgets, population_size and settings.batch by F (at least 2 each),
                          so e.g. 0.02 turns the reference grid into one that fits 2 CPU cores
   --model NAME           override the configs' model (e.g. scripted_llm:build with tests/ on PYTHONPATH)
   --eval-limit N         score candidates on the first N search instances only
@@ -43,6 +43,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from coevo.methods.sample import SampleSettings
 from coevo.run.config import METHODS, ConfigError, RunConfig, load_config, merge_overrides, validate
 from coevo.run.runner import Runner, summary
 from coevo.run.session import resume_run, start_run
@@ -99,8 +100,9 @@ def build_config(setting: Setting, configs: Path, scale: float, assignments: Seq
         budget=max(1, round(setting.budget * scale)),
         seed=setting.seed,
         population_size=scaled(base.population_size, scale),
-        sample_batch=scaled(base.sample_batch, scale),
     )
+    if base.method in ("sample", "sample+es"):
+        data["settings"] = {**base.settings, "batch": scaled(SampleSettings.model_validate(base.settings).batch, scale)}
     return validate(merge_overrides(data, list(assignments)))
 
 
@@ -376,7 +378,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         type=float,
         default=1.0,
         metavar="F",
-        help="multiplies budgets, population_size and sample_batch (the latter two at least 2)",
+        help="multiplies budgets, population_size and settings.batch (the latter two at least 2)",
     )
     parser.add_argument(
         "--model",

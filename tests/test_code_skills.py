@@ -128,7 +128,7 @@ def skills_config(library: Path) -> RunConfig:
             "seed": 3,
             "population_size": 4,
             "eval": {"limit": 4, "workers": 1},
-            "skills": {"library": str(library), "analyses": 3},
+            "settings": {"library": str(library), "analyses": 3},
         }
     )
 

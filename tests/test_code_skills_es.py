@@ -51,7 +51,7 @@ def run_config(method: str, library: Path | None) -> RunConfig:
             "population_size": 4,
             "eval": {"limit": 4, "workers": 1},
             "es": {"sigma": 0.05, "alpha": 0.05},
-            "skills": skills,
+            "settings": skills,
         }
     )
 

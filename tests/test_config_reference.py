@@ -64,3 +64,13 @@ def test_a_discriminated_union_gets_one_section_per_variant_titled_by_its_tag():
     assert "| `workload.episodes` | int, >= 1 | 32 | episodes \\| per member |" in text
     assert "| `workload.limit` | int or unset | unset |" in text
     assert text.count("what members play") == 2
+
+
+def test_each_methods_settings_table_is_documented_once_for_the_methods_sharing_it():
+    text = config_reference()
+    assert "### `[settings]` of `sample`, `sample+es`" in text
+    assert "### `[settings]` of `es-then-skills`, `skills`" in text
+    assert "| `settings.batch` | int, >= 1 | 20 |" in text
+    assert '| `settings.operators` | list of str | ["m2", "m1", "e2", "e1"] |' in text
+    assert "| `settings.library` | str or unset | unset |" in text
+    assert "sample_batch" not in text and "`[coevo]`" not in text and "`[skills]`" not in text

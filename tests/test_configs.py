@@ -30,7 +30,7 @@ def test_config_loads_and_matches_its_file_name(path: Path) -> None:
     assert config.model == "smollm2-135m"
     assert (config.budget, config.population_size) == (1000, 10)
     if config.method.startswith("sample"):
-        assert config.sample_batch == 20
+        assert config.settings == {"batch": 20}
     if config.uses_weights:
         assert (config.es.sigma, config.es.sigma_final, config.es.alpha) == (1e-3, 0.0, 5e-4)
         assert config.es.directions_per_parent == 1

@@ -73,5 +73,5 @@ def test_an_interrupted_climb_resumes_where_an_uninterrupted_one_ends(tmp_path: 
 def test_its_settings_are_checked_by_its_own_model() -> None:
     with pytest.raises(ConfigError, match="settings.batch"):
         config(settings={"batch": 0})
-    with pytest.raises(ConfigError, match="takes no \\[settings\\] table"):
+    with pytest.raises(ConfigError, match="unknown config key 'settings.batch' for method eoh"):
         config(method="eoh")

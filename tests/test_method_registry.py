@@ -53,6 +53,8 @@ def test_a_broken_method_name_is_one_line(tmp_path: Path) -> None:
 
 
 def test_the_config_module_imports_no_method() -> None:
-    code = "import sys, coevo.run.config; print(sorted(m for m in sys.modules if m.startswith('coevo.methods')))"
+    """Nor what a method's settings check: the skill loop's library reader, the operators' templates."""
+    behaviour = ("coevo.methods", "coevo.skills", "coevo.operators")
+    code = f"import sys, coevo.run.config; print(sorted(m for m in sys.modules if m.startswith({behaviour})))"
     printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert printed.strip() == "[]"

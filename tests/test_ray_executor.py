@@ -134,7 +134,6 @@ AHD = {
     "budget": 19,
     "seed": 3,
     "population_size": 4,
-    "sample_batch": 6,
     "eval": {"limit": 4, "workers": 1},
 }
 
@@ -177,7 +176,8 @@ def stored(store: RunStore) -> dict:
     ids=["full", "lowrank", "prompt-variants"],
 )
 def test_ahd_members_written_and_scored_by_a_replica_equal_the_drivers(tmp_path: Path, method: str, es: dict):
-    config = validate({**AHD, "method": method, "es": {"sigma": 0.05, "alpha": 0.05, **es}})
+    settings = {"batch": 6} if method == "sample+es" else {}
+    config = validate({**AHD, "method": method, "es": {"sigma": 0.05, "alpha": 0.05, **es}, "settings": settings})
     with start_run(config, tmp_path / "local") as local:
         local.run()
         expected = stored(local.store)

@@ -282,8 +282,8 @@ def test_an_llm_server_that_does_not_answer_is_one_line_and_a_kept_run_resumes_o
         port = probe.getsockname()[1]
     path = tmp_path / "served.toml"
     path.write_text(
-        CONFIG.replace('method = "coevo"', 'method = "sample"').replace("budget = 18", "budget = 4\nsample_batch = 2")
-        + f'[llm]\napi_base = "http://127.0.0.1:{port}/v1"\n'
+        CONFIG.replace('method = "coevo"', 'method = "sample"').replace("budget = 18", "budget = 4")
+        + f'[settings]\nbatch = 2\n[llm]\napi_base = "http://127.0.0.1:{port}/v1"\n'
     )
     run_dir = tmp_path / "runs" / "served"
     assert main(["run", str(path), "--run-dir", str(run_dir)]) == 2

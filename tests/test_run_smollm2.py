@@ -27,7 +27,7 @@ def test_coevo_on_smollm2_moves_weights_and_records_its_calls(tmp_path: Path) ->
             "es": {"rank": 2, "scope": "all_linear", "directions_per_parent": 2},
             "llm": {"max_new_tokens": 48},
             "eval": {"limit": 8},
-            "coevo": {"prompt_pool": 2, "operators": ["tune"], "components": ["notes"]},
+            "settings": {"prompt_pool": 2, "operators": ["tune"], "components": ["notes"]},
         }
     )
     runner = start_run(config, tmp_path)

@@ -21,14 +21,15 @@ BASE = {
     "budget": 26,
     "seed": 3,
     "population_size": 4,
-    "sample_batch": 6,
     "eval": {"limit": 4, "workers": 1},
     "es": {"sigma": 0.05, "alpha": 0.05},
 }
 
 
 def config(method: str, **changes) -> RunConfig:
-    return validate({**BASE, **changes, "method": method})
+    """BASE for `method`; the sample methods write batches of 6."""
+    settings = {"batch": 6} if method.startswith("sample") else {}
+    return validate({**BASE, "settings": settings, **changes, "method": method})
 
 
 @pytest.mark.parametrize("method", ["sample", "eoh", "sample+es", "eoh+es", "coevo"])
@@ -74,7 +75,7 @@ def test_es_updates_change_the_weights_and_follow_the_cosine_schedule(tmp_path: 
 
 
 def test_coevo_evolves_prompt_variants_and_records_them(tmp_path: Path) -> None:
-    runner = start_run(config("coevo", budget=40, coevo={"prompt_pool": 2, "components": ["m2", "notes"]}), tmp_path)
+    runner = start_run(config("coevo", budget=40, settings={"prompt_pool": 2, "components": ["m2", "notes"]}), tmp_path)
     runner.run()
     store = RunStore.open(tmp_path)
     prompts = store.prompts()
@@ -178,7 +179,7 @@ def test_bad_configs_fail_with_one_line(tmp_path: Path, overrides: list[str], me
 
 
 def test_coevo_with_tune_retunes_the_seed_parameters(tmp_path: Path) -> None:
-    runner = start_run(config("coevo", budget=17, init_samples=0, coevo={"operators": ["tune"]}), tmp_path)
+    runner = start_run(config("coevo", budget=17, init_samples=0, settings={"operators": ["tune"]}), tmp_path)
     runner.run()
     children = [c for _, c in RunStore.open(tmp_path).candidates() if c.operator == "tune"]
     assert len(children) == 16 and all(c.parents for c in children)
@@ -226,7 +227,7 @@ def test_a_copy_of_a_known_heuristic_skips_the_sandbox_and_takes_its_verdict(tmp
 
 
 def test_coevo_folds_new_hints_into_a_variants_notes_with_the_long_reflection(tmp_path: Path) -> None:
-    runner = start_run(config("coevo", budget=60, coevo={"prompt_pool": 3, "components": ["notes"]}), tmp_path)
+    runner = start_run(config("coevo", budget=60, settings={"prompt_pool": 3, "components": ["notes"]}), tmp_path)
     runner.run()
     store = RunStore.open(tmp_path)
     variants = {p["id"]: p for p in store.prompts()}

@@ -57,7 +57,7 @@ def config_with_library(tmp_path: Path, lessons: Iterable[tuple[str, str, str]],
         (library / name).mkdir(parents=True)
         (library / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}\n")
     (tmp_path / "c.toml").write_text(CONFIG)
-    return load_config(tmp_path / "c.toml", [f"skills.library={json.dumps(str(library))}", *overrides])
+    return load_config(tmp_path / "c.toml", [f"settings.library={json.dumps(str(library))}", *overrides])
 
 
 def test_a_helpful_skill_earns_positive_credit_and_a_harmful_one_negative(tmp_path: Path):
@@ -65,7 +65,7 @@ def test_a_helpful_skill_earns_positive_credit_and_a_harmful_one_negative(tmp_pa
         ("step-to-goal", "a lesson", f"{MARKER}: step toward the goal."),
         ("stand-still", "a lesson", f"{HARM}."),
     ]
-    config = config_with_library(tmp_path, lessons, "population_size=6", "budget=12", "skills.max_edits=1")
+    config = config_with_library(tmp_path, lessons, "population_size=6", "budget=12", "settings.max_edits=1")
     with start_run(config, tmp_path / "run", HarmedAgentLLM()) as runner:
         runner.run()
         skills = runner.method.skills.library

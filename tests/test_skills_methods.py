@@ -29,7 +29,7 @@ kind = "agent"
 env = "gridnav"
 horizon = 2
 episodes = 4
-[skills]
+[settings]
 analyses = 5
 max_edits = 3
 heldout_episodes = 6
@@ -110,7 +110,7 @@ def test_a_run_pins_its_starting_library_and_refuses_a_changed_one_on_resume(con
     (start / "read-goal").mkdir(parents=True)
     skill_md = start / "read-goal" / "SKILL.md"
     skill_md.write_text("---\nname: read-goal\ndescription: read the goal first\n---\n# Procedure\nRead it.\n")
-    loaded = load_config(config, [f"skills.library={json.dumps(str(start))}", "budget=2", "model=skills_agent_lm:build"])
+    loaded = load_config(config, [f"settings.library={json.dumps(str(start))}", "budget=2", "model=skills_agent_lm:build"])
     with start_run(loaded, tmp_path / "run", FakeAgentLLM()) as runner:
         runner.run_step()  # generation 0 only: the pin is committed
         pinned = runner.method.skills.pinned
@@ -131,8 +131,8 @@ def test_a_run_pins_its_starting_library_and_refuses_a_changed_one_on_resume(con
 
 
 def test_a_starting_library_that_does_not_load_is_a_config_error(config: Path, tmp_path: Path):
-    with pytest.raises(ConfigError, match="config key 'skills.library': .*not a directory"):
-        load_config(config, [f"skills.library={json.dumps(str(tmp_path / 'missing'))}"])
+    with pytest.raises(ConfigError, match="config key 'settings.library': .*not a directory"):
+        load_config(config, [f"settings.library={json.dumps(str(tmp_path / 'missing'))}"])
 
 
 JOINT = """
@@ -150,7 +150,7 @@ env = "gridnav"
 horizon = 2
 episodes = 3
 heldout_episodes = 4
-[skills]
+[settings]
 analyses = 3
 heldout_episodes = 4
 """

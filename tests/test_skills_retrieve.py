@@ -59,7 +59,7 @@ def test_a_run_with_retrieval_shows_each_observation_only_its_relevant_skills(tm
         ("step-to-goal", "when the goal is on another row or column", MARKER),
         ("sudoku-freeze", "sudoku digits", HARM),
     ]
-    config = config_with_library(tmp_path, lessons, "skills.retrieve=1", "skills.show_share=1.0", "budget=2")
+    config = config_with_library(tmp_path, lessons, "settings.retrieve=1", "settings.show_share=1.0", "budget=2")
     agent = RecordingAgent()
     with start_run(config, tmp_path / "run", agent) as runner:
         runner.run()

@@ -28,7 +28,7 @@ kind = "agent"
 env = "gridnav"
 horizon = 2
 episodes = 2
-[skills]
+[settings]
 analyses = 2
 heldout_episodes = 2
 """

@@ -166,7 +166,7 @@ def test_two_worker_processes_share_one_journal_without_losing_trials(tmp_path: 
 PRUNING_BASE = (
     BASE.replace('method = "coevo"', 'method = "sample+es"')
     .replace("budget = 12", "budget = 24")
-    .replace("[eval]", 'sample_batch = 6\nlibrary = "none"\n[eval]')
+    .replace("[eval]", 'library = "none"\n[settings]\nbatch = 6\n[eval]')
 )
 
 

@@ -58,7 +58,7 @@ def test_a_fake_workload_drives_the_loop_with_higher_is_better_rewards(tmp_path:
             "task": "tsp_construct",
             "model": "scripted_llm:build",
             "budget": 13,
-            "sample_batch": 6,
+            "settings": {"batch": 6},
             "library": "none",
             "es": {"sigma": 0.05, "alpha": 0.05},
         }

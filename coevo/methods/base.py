@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from coevo.operators.eoh import ProposalRequest
 from coevo.operators.templates import PromptTemplates, default_templates
-from coevo.population import PromptVariant
+from coevo.population import PromptPool, PromptVariant
 from coevo.run.starting_heuristics import starting_heuristics
 from coevo.workload import Capabilities
 
@@ -97,6 +97,10 @@ class Method:
         return 1
 
     # The prompt side: one fixed variant unless the method evolves them.
+    def prompt_pool(self) -> PromptPool:
+        """The pool of prompt variants the run starts with (and its size)."""
+        return PromptPool(1, [self.initial_prompt()])
+
     def initial_prompt(self) -> PromptVariant:
         templates = default_templates()
         return PromptVariant(prompt_id(templates, ""), templates)

@@ -8,7 +8,7 @@ direction: ES is told each member's reward less its text's estimated effect.
   ES direction) writes one child; a variant is scored by the mean reward of its members, the weights
   are updated on each member's reward minus its variant's mean, and the best variant is rewritten by
   the LLM from the evaluator's feedback once per generation.
-* With a skill library (`skills.library`; always on episodes), the text is the library, each member
+* With a skill library (`settings.library`; always on episodes), the text is the library, each member
   shown its own half, and the generation's failures are learned into skill edits
   (`coevo.methods.skill_method`), the split generalised to N skills (`coevo.credit_split`).
 """
@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import Field, field_validator
+
 from coevo.credit_split import group_residuals
 from coevo.methods.base import CROSSOVERS, Method, OneUpdatePerGeneration, improvement_reward, prompt_id
 from coevo.methods.skill_method import SkillMethod
@@ -27,7 +29,9 @@ from coevo.operators.constants import tunable_values
 from coevo.operators.eoh import ProposalRequest
 from coevo.operators.records import Parent, TextProposal, direction
 from coevo.operators.reflection import ComponentRewriter, Reflector
-from coevo.population import PromptVariant, as_parent
+from coevo.operators.templates import OPERATORS
+from coevo.population import PromptPool, PromptVariant, as_parent
+from coevo.skills.settings import SkillsSettings
 
 if TYPE_CHECKING:
     from coevo.candidate import Candidate
@@ -40,14 +44,35 @@ REWRITE_TOKENS = 384
 """Answer lengths of the prompt-side calls, whatever `llm.max_new_tokens` allows heuristics."""
 
 
+class CoevoSettings(SkillsSettings):
+    """The `[settings]` table of `coevo`: the prompt side's keys, then the skill methods' (used with a
+    skill library)."""
+
+    prompt_pool: int = Field(3, ge=1, description="prompt variants evolved alongside the weights")
+    operators: tuple[str, ...] = Field(("m2", "m1", "e2", "e1"), description="operators members cycle through")
+    components: tuple[str, ...] = Field(("m2", "m1", "notes"), description="prompt parts the rewriter evolves")
+
+    @field_validator("operators")
+    @classmethod
+    def _known_operators(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [op for op in value if op not in OPERATORS]
+        if unknown or not value:
+            raise ValueError(f"operators must be among {', '.join(OPERATORS)}, got {list(value)}")
+        return value
+
+
 class Coevo(OneUpdatePerGeneration, SkillMethod):
     name = "coevo"
     phases = ("joint",)
+    settings_model = CoevoSettings
 
     def __init__(self, config: RunConfig, capabilities: Capabilities) -> None:
         super().__init__(config, capabilities)
-        self.evolves_skills = capabilities.episodes or config.skills.library is not None
+        self.evolves_skills = capabilities.episodes or self.settings.library is not None
         """Whether the members' text is the skill library (else: prompt variants)."""
+
+    def prompt_pool(self) -> PromptPool:
+        return PromptPool(self.settings.prompt_pool, [self.initial_prompt()])
 
     def initialise(self, context: Context) -> None:
         if self.evolves_skills:
@@ -77,7 +102,7 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
         population = context.population
         members = context.ask()
         variants = context.prompts.assign(context.rng, len(members))
-        operators = self.config.coevo.operators
+        operators = self.settings.operators
         requests, judged_against = [], []
         for index, variant in enumerate(variants):
             operator = operators[index % len(operators)]
@@ -116,7 +141,7 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
         """Rewrite one component of the best variant from how its children fared against the parent
         each was judged against (its best parent, or the population's worst for i1); admit the result."""
         best = context.prompts.best
-        components = self.config.coevo.components
+        components = self.settings.components
         component = components[(context.generation - 1) % len(components)]
         mine = [(c, p) for c, v, p in zip(children, variants, judged_against, strict=False) if v.id == best.id]
         sampling = context.sampling_for_call()

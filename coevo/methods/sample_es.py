@@ -19,10 +19,10 @@ class SampleES(Sample):
     uses_weights = True
 
     def es_population(self) -> int:
-        return self.config.sample_batch
+        return self.settings.batch
 
     def planned_updates(self) -> int:
-        return math.ceil(self.config.budget / self.config.sample_batch)
+        return math.ceil(self.config.budget / self.settings.batch)
 
     def generation_phase(self, context: Context, phase: str) -> None:
         members = context.ask()

@@ -27,6 +27,7 @@ from coevo.skills.gates import AcceptanceGate, CodeTestGate, RecurrenceGate
 from coevo.skills.loop import SkillLoop, failed_trajectories
 from coevo.skills.pinning import LibraryChanged
 from coevo.skills.render import by_credit
+from coevo.skills.settings import SkillsSettings
 from coevo.skills.skill_credit import shown_to
 
 if TYPE_CHECKING:
@@ -42,9 +43,11 @@ Failed = list[tuple[str, "Trajectory"]]
 class SkillMethod(Method):
     """A method whose skill library (`coevo.skills.loop.SkillLoop`) is carried across steps."""
 
+    settings_model = SkillsSettings
+
     def __init__(self, config: RunConfig, capabilities: Capabilities) -> None:
         super().__init__(config, capabilities)
-        self.skills = SkillLoop(config.skills, config.seed)
+        self.skills = SkillLoop(self.settings, config.seed)
 
     @classmethod
     def runs_on(cls, capabilities: Capabilities) -> bool:
@@ -55,7 +58,7 @@ class SkillMethod(Method):
 
     def restore(self, state: dict[str, Any] | None) -> None:
         try:
-            self.skills.restore(state, self.config.skills.library)
+            self.skills.restore(state, self.settings.library)
         except LibraryChanged as exc:
             raise ConfigError(str(exc)) from None
 
@@ -109,8 +112,8 @@ class SkillMethod(Method):
         if best is None:
             return
         with context.evaluator_for("val") as val:
-            heldout = ValScore(context, self.config.skills, as_parent(best), val, context.sampling_for_call())
-            gates = (RecurrenceGate(self.config.skills.min_sources), self.tests_gate(context), AcceptanceGate(heldout))
+            heldout = ValScore(context, self.settings, as_parent(best), val, context.sampling_for_call())
+            gates = (RecurrenceGate(self.settings.min_sources), self.tests_gate(context), AcceptanceGate(heldout))
             self.skills.learn(context, failed, gates)
 
     def tests_gate(self, context: Context) -> CodeTestGate:
@@ -123,7 +126,7 @@ class SkillMethod(Method):
         request i shown its own subset of the library; returns the children, their improvement rewards
         and those rewards less the shown skills' additive effects (what ES is told). The shown skills'
         uses and credit move with the rewards."""
-        settings, population = self.config.skills, context.population
+        settings, population = self.settings, context.population
         ranked = by_credit(self.skills.library)
         count = self.config.population_size if members is None else len(members)
         subsets = shown_to([s.name for s in ranked], count, self.config.seed, context.generation, settings.show_share)

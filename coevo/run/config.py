@@ -1,5 +1,9 @@
 """A run's knobs in one validated object: the TOML file, `--set key=value` overrides, and defaults.
 
+The keys every method shares (method, task, model, budget, seed, es, llm, eval, workload, ...) are
+declared here; a method's own keys live in its `[settings]` table, checked by the model the method
+declares (`Method.settings_model`), so this module knows no method's keys and imports no method.
+
 Defaults follow the reference grid (population 10, k = 1 direction per parent, sigma 1e-3 cosine to 0,
 alpha 5e-4, z-scored rewards), so a config that names only method, task, model and budget is the
 reference setting at that budget.
@@ -10,14 +14,13 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from coevo.operators.templates import OPERATORS
 from coevo.run.methods import method_class, method_names
-from coevo.skills.settings import SkillsSettings
 from coevo.workload import EPISODES, HEURISTICS, Capabilities
 
 METHODS = method_names()
@@ -84,20 +87,6 @@ class EvalSettings(_Section):
     workers: int | None = Field(None, ge=1)
 
 
-class CoevoSettings(_Section):
-    prompt_pool: int = Field(3, ge=1, description="prompt variants evolved alongside the weights")
-    operators: tuple[str, ...] = Field(("m2", "m1", "e2", "e1"), description="operators members cycle through")
-    components: tuple[str, ...] = Field(("m2", "m1", "notes"), description="prompt parts the rewriter evolves")
-
-    @field_validator("operators")
-    @classmethod
-    def _known_operators(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [op for op in value if op not in OPERATORS]
-        if unknown or not value:
-            raise ValueError(f"operators must be among {', '.join(OPERATORS)}, got {list(value)}")
-        return value
-
-
 class WorkloadSettings(_Section):
     """What members are scored on: AHD heuristics in the sandbox, or agent episodes in an environment."""
 
@@ -152,7 +141,6 @@ class RunConfig(_Section):
     budget: int = Field(ge=1)
     seed: int = Field(0, ge=0)
     population_size: int = Field(10, ge=2)
-    sample_batch: int = Field(20, ge=1, description="i1 samples per step of sample and sample+es")
     library: Literal["none", "seed", "all"] = Field(
         "seed", description="heuristics/ the population starts from: none, the task's seed, or seed + evolved"
     )
@@ -163,11 +151,9 @@ class RunConfig(_Section):
     es: ESSettings = ESSettings()
     llm: LLMSettings = LLMSettings()
     eval: EvalSettings = EvalSettings()
-    coevo: CoevoSettings = CoevoSettings()
     workload: WorkloadSettings = WorkloadSettings()
-    skills: SkillsSettings = SkillsSettings()
     settings: dict[str, Any] = Field(
-        default_factory=dict, description="the method's own table, checked by the method's settings model"
+        default_factory=dict, description="the method's own keys, checked by its settings model (below)"
     )
 
     @field_validator("method")
@@ -212,15 +198,7 @@ class RunConfig(_Section):
             raise ValueError(
                 f"method {self.method} needs the {method.extra[1]!r} extra: pip install 'coevo[{method.extra[1]}]'"
             )
-        if method.settings_model is None and self.settings:
-            raise ValueError(f"method {self.method} takes no [settings] table")
-        if method.settings_model is not None:
-            try:
-                method.settings_model.model_validate(self.settings)
-            except ValidationError as exc:
-                error = exc.errors()[0]
-                where = ".".join(str(part) for part in ("settings", *error["loc"]))
-                raise ValueError(f"config key {where!r}: {error['msg']}") from None
+        check_settings(self.method, self.settings)
         return self
 
     @model_validator(mode="after")
@@ -304,8 +282,68 @@ def validate(data: dict[str, Any]) -> RunConfig:
         raise ConfigError(f"config key {where!r}: {message}") from None
 
 
+def check_settings(method: str, settings: dict[str, Any]) -> None:
+    """The `[settings]` table against the model `method` declares; ValueError (one line) naming the
+    first key that is not the method's (and the method that has it, or the key it is close to) or
+    whose value its model refuses."""
+    model = method_class(method).settings_model
+    known = {} if model is None else model.model_fields
+    for key in settings:
+        if key not in known:
+            raise ValueError(f"unknown config key 'settings.{key}' for method {method}{_whose(key, method, known)}")
+    if model is None:
+        return
+    try:
+        model.model_validate(settings)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in ("settings", *error["loc"]))
+        raise ValueError(f"config key {where!r}: {error['msg'].removeprefix('Value error, ')}") from None
+
+
+def _whose(key: str, method: str, known: Iterable[str]) -> str:
+    """The hint after an unknown `[settings]` key: the other methods that take it, else the key of
+    `method` it is close to, else none."""
+    owners = [name for name in METHODS if name != method and key in _settings_keys(name)]
+    if owners:
+        return f" (a key of {', '.join(owners)})"
+    close = difflib.get_close_matches(key, list(known), n=1)
+    return f" (did you mean 'settings.{close[0]}'?)" if close else ""
+
+
+def _settings_keys(method: str) -> tuple[str, ...]:
+    model = method_class(method).settings_model
+    return () if model is None else tuple(model.model_fields)
+
+
+MOVED_TO_SETTINGS = {"coevo": None, "skills": None, "sample_batch": "batch"}
+"""Top-level keys of configs written before each method owned its `[settings]` table -> the key's
+name there (None: a table whose keys moved under their own names)."""
+
+
+def from_stored(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored run's config as this version reads it, so runs stored before the methods owned their
+    tables resume exactly: the keys of `MOVED_TO_SETTINGS` that the run's method reads move into its
+    `[settings]`; the others (defaults of tables that method never read) are dropped."""
+    if not MOVED_TO_SETTINGS.keys() & data.keys():
+        return data
+    moved: dict[str, Any] = {}
+    for old, new in MOVED_TO_SETTINGS.items():
+        if old in data:
+            moved |= {new: data[old]} if new else data[old]
+    try:
+        keys = _settings_keys(data["method"])
+    except ValueError:  # a method that no longer loads: validating the config says so
+        keys = ()
+    settings = {key: value for key, value in moved.items() if key in keys} | data.get("settings", {})
+    return {key: value for key, value in data.items() if key not in MOVED_TO_SETTINGS} | {"settings": settings}
+
+
 def _did_you_mean(loc: tuple[str | int, ...]) -> str:
     """" (did you mean 'budget'?)" when an unknown key is close to a key its section knows, else ""."""
+    if str(loc[0]) in MOVED_TO_SETTINGS:
+        new = MOVED_TO_SETTINGS[str(loc[0])]
+        return f" (a method's own keys are in its [settings] table{f': settings.{new}' if new else ''})"
     section: type[BaseModel] = RunConfig
     for part in loc[:-1]:
         field = section.model_fields.get(str(part))

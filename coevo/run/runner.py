@@ -35,7 +35,7 @@ from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.ledger import BudgetLedger
 from coevo.operators.eoh import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection, TextProposal
-from coevo.population import Population, PromptPool, PromptVariant
+from coevo.population import Population, PromptVariant
 from coevo.run.build import build_host, build_workload, configured_evaluator
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.executor import Executor, LocalExecutor
@@ -89,7 +89,7 @@ class Runner:
         self.workload: Workload = workload or build_workload(config, llm, self.host, run_dir / "eval-cache")
         self.method: Policy = method_class(config.method)(config, self.capabilities)
         self.population = Population(config.population_size)
-        self.prompts = PromptPool(config.coevo.prompt_pool, [self.method.initial_prompt()])
+        self.prompts = self.method.prompt_pool()
         self.rng = np.random.default_rng(config.seed)
         self.evaluations = 0
         self.step = 0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from coevo.llm.base import LLM
 from coevo.run.build import load_llm
-from coevo.run.config import ConfigError, RunConfig, validate
+from coevo.run.config import ConfigError, RunConfig, from_stored, validate
 from coevo.run.executor import open_executor
 from coevo.run.runner import Runner
 from coevo.run.store import RunStore
@@ -42,7 +42,7 @@ def resume_run(
     """A runner continuing the run stored in `run_dir` after its last committed step, on `executor`."""
     store = RunStore.open(run_dir)
     try:
-        config = validate(store.config)
+        config = validate(from_stored(store.config))
         members = open_executor(executor, config, address)
     except ConfigError:
         store.close()

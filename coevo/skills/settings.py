@@ -1,4 +1,4 @@
-"""The `[skills]` config section: the library a run starts from and the knobs of the skill loop."""
+"""The skill methods' `[settings]` table: the library a run starts from and the knobs of the skill loop."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class SkillsSettings(BaseModel):
+    """The `[settings]` table of `skills` and `es-then-skills` (and of `coevo`, with its own keys)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     library: str | None = Field(None, description="a directory of skill folders (SKILL.md layout) to start from")

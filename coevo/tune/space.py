@@ -24,8 +24,8 @@ KNOBS: dict[str, tuple[tuple[str, ...], str]] = {
     "population_size": (("population_size",), "int"),
     "scope": (("es", "scope"), "choices"),
     "shaping": (("es", "shaping"), "choices"),
-    "prompt_pool": (("coevo", "prompt_pool"), "int"),
-    "operators": (("coevo", "operators"), "choices"),
+    "prompt_pool": (("settings", "prompt_pool"), "int"),
+    "operators": (("settings", "operators"), "choices"),
 }
 """Knob name in `[tune]` -> (its key path in the run config, what it ranges over: float, int or choices only)."""
 

@@ -68,11 +68,14 @@ horizon = 2
 episodes = {episodes}
 heldout = "val"
 heldout_episodes = {heldout}
-[skills]
+"""
+
+SKILL_SETTINGS = """[settings]
 analyses = 3
 max_edits = 2
 heldout_episodes = {gate}
 """
+"""The skill methods' own keys (`es` takes none)."""
 
 
 @dataclass(frozen=True)
@@ -135,8 +138,8 @@ def one_run(method: str, seed: int, settings: Settings, model: str, workdir: Pat
             population=settings.population,
             episodes=settings.episodes,
             heldout=settings.heldout,
-            gate=settings.gate,
         )
+        + ("" if method == "es" else SKILL_SETTINGS.format(gate=settings.gate))
     )
     config = load_config(path, [f'method="{method}"', f'model="{model}"', f"seed={seed}"])
     started = time.perf_counter()
