@@ -11,11 +11,12 @@ from test_runner import config
 
 from coevo.methods.coevo import CoevoSettings
 from coevo.methods.sample import SampleSettings
-from coevo.run.config import ConfigError
+from coevo.run.config import ConfigError, validate
 from coevo.run.methods import method_class
 from coevo.run.session import resume_run, start_run
 from coevo.run.store import RunStore
 from coevo.skills.settings import SkillsSettings
+from coevo.tune.space import load_space
 from coevo.workload import EPISODES, HEURISTICS
 
 AGENT = {"workload": {"kind": "agent", "env": "gridnav", "horizon": 2, "episodes": 2}}
@@ -114,3 +115,18 @@ def test_a_run_stored_with_the_former_top_level_keys_resumes_as_it_would_have(tm
         assert runner.config.settings == {"batch": 3}
         runner.run()
         assert [c for _, c in runner.store.candidates()] == expected
+
+
+def test_tune_knobs_set_the_methods_own_table_and_are_refused_for_a_method_without_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "study.toml"
+    base = 'task = "tsp_construct"\nmodel = "scripted_llm:build"\nbudget = 12\n'
+    tune = '[tune]\nprompt_pool = {choices = [1, 2]}\noperators = {choices = [["m1"], ["tune"]]}\n'
+    path.write_text('method = "coevo"\n' + base + tune)
+    trial = validate(load_space(path).with_values({"prompt_pool": 2, "operators": ("tune",)}))
+    assert method_class("coevo")(trial, HEURISTICS).settings == CoevoSettings(prompt_pool=2, operators=("tune",))
+    path.write_text('method = "sample"\n' + base + tune)
+    with pytest.raises(ConfigError) as caught:
+        load_space(path)
+    assert str(caught.value) == (
+        "tune.prompt_pool = 1: unknown config key 'settings.prompt_pool' for method sample (a key of coevo)"
+    )
