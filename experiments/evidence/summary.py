@@ -1,0 +1,137 @@
+"""Write experiments/RESULTS.md from experiments/evidence/results.json: every figure in it is computed
+here from the recorded outcomes, never typed.
+
+    python experiments/evidence/summary.py            # rewrite experiments/RESULTS.md
+    python experiments/evidence/summary.py --check    # exit 1 if the committed page is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from coevo.stats import compare_paired, wilcoxon_signed_rank, wilson_interval
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
+PAGE = HERE.parent / "RESULTS.md"
+
+HEADER = """# What coevo's evolution measurably changes
+
+Each claim with the command that reproduces it, its interval and its p, including the ones that do not
+hold. The page is generated from [evidence/results.json](evidence/results.json) by
+`python experiments/evidence/summary.py`; the scripts that measure write that file. Other measured
+results: [bench](bench/RESULTS.md) (speed), [agents](agents/RESULTS.md), [skills](skills/RESULTS.md),
+[peers](peers/FINDINGS.md).
+"""
+
+
+def rate(successes: int, n: int) -> str:
+    low, high = wilson_interval(successes, n)
+    return f"{successes}/{n} ({100 * successes / n:.1f}%, 95% CI {100 * low:.1f}-{100 * high:.1f}%)"
+
+
+def speed_section(speedup: dict[str, Any] | None) -> str:
+    if not speedup:
+        return "## Speed of the agent inner loop\n\nNot measured yet.\n"
+    bf16 = "has" if speedup["cpu_has_native_bf16"] else "has no"
+    return (
+        "## Speed of the agent inner loop\n\n"
+        f"An ES generation of the agent workload runs {speedup['agent_generation']:.2f}x as fast as before the lean"
+        f" decode loop (fp32 forced: {speedup['agent_generation_fp32']:.2f}x), median of alternating rounds, on a"
+        f" CPU that {bf16} native bf16. Command: `python experiments/bench/agents.py --speedup`; details in"
+        " [bench/RESULTS.md](bench/RESULTS.md).\n"
+    )
+
+
+def paired_episodes(title: str, record: dict[str, Any] | None, plot: str) -> str:
+    """Base against trained weights on the same held-out episodes: rates, the discordant pairs, the
+    paired test (exact where the pairs are few) and the curve."""
+    if not record:
+        return f"## {title}\n\nNot run yet.\n"
+    base, after = record["base"], record["after"]
+    n = len(after)
+    differences = [a - b for a, b in zip(after, base, strict=True)]
+    test = wilcoxon_signed_rank(differences)
+    gained, lost = differences.count(1), differences.count(-1)
+    holds = "holds" if test.p_value < 0.05 and sum(after) > sum(base) else "does not hold"
+    lines = [
+        f"## {title}",
+        "",
+        f"`{record['command']}` ({record['updates']}), measured on the first {n} {record['split']} episodes:",
+        "",
+        "| weights | success |",
+        "| --- | --- |",
+        f"| base | {rate(sum(base), n)} |",
+        f"| after training | {rate(sum(after), n)} |",
+        "",
+        f"Paired by episode: {gained} episodes solved only after training, {lost} only before; two-sided"
+        f" signed-rank p = {test.p_value:.3g} ({test.method}, n = {test.n}). The claim that training raised"
+        f" held-out success {holds} at p < 0.05.",
+    ]
+    curve = record.get("curve", [])
+    if len(curve) > 2:
+        points = ", ".join(f"{p['successes']}/{p['episodes']} at generation {p['generation']}" for p in curve)
+        lines += ["", f"Held-out success along the run: {points}. Learning curve: [{plot}](evidence/{plot})."]
+    return "\n".join(lines) + "\n"
+
+
+def tune_section(trials: list[dict[str, Any]] | None) -> str:
+    if not trials:
+        return ""
+    rows = ["| trial | settings | val success before -> after | outcome |", "| --- | --- | --- | --- |"]
+    for trial in trials:
+        settings = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in trial["params"].items())
+        measured = f"{trial['before']} -> {trial['after']}" if trial.get("after") else "-"
+        rows.append(f"| {trial['number']} | {settings} | {measured} | {trial['state']} |")
+    return (
+        "### The settings search\n\n"
+        f"`{trials[0]['command']}`; each trial is worth its val success after training.\n\n" + "\n".join(rows) + "\n"
+    )
+
+
+def bpp_section(record: dict[str, Any] | None) -> str:
+    if not record:
+        return "## Co-evolution against prompt-only on bpp_online\n\nNot run yet.\n"
+    lines = ["## Co-evolution against prompt-only on bpp_online", ""]
+    lines.append(f"{len(record['seeds'])} seeds, {record['updates']} ES updates per run; val gap (lower is better):")
+    lines.append("")
+    for name, pairs in record["pairs"].items():
+        comparison = compare_paired([b - a for a, b in pairs])  # a gap lower than the baseline's is a win
+        lines.append(f"- {name}: {comparison.sentence()}")
+    return "\n".join(lines) + "\n"
+
+
+def render(evidence: dict[str, Any]) -> str:
+    gridnav = paired_episodes("ES on gridnav: held-out success of SmolLM2-135M", evidence.get("gridnav"), "gridnav.png")
+    return "\n".join(
+        [
+            HEADER,
+            speed_section(evidence.get("speedup")),
+            gridnav + ("\n" + tune_section(evidence.get("gridnav_tune")) if evidence.get("gridnav_tune") else ""),
+            paired_episodes("GRPO at the same episodes", evidence.get("grpo"), "grpo.png"),
+            bpp_section(evidence.get("bpp_online")),
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the committed page differs")
+    args = parser.parse_args(argv)
+    page = render(json.loads(RESULTS.read_text(encoding="utf-8")))
+    if args.check:
+        if PAGE.read_text(encoding="utf-8") != page:
+            print(f"{PAGE} is stale: run python experiments/evidence/summary.py", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(page, encoding="utf-8")
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""experiments/evidence: a finished agent run is recorded episode by episode, and RESULTS.md is computed
+from the evidence file (and is not stale)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from coevo.cli import main as coevo
+
+EVIDENCE = Path(__file__).resolve().parents[1] / "experiments" / "evidence"
+sys.path.insert(0, str(EVIDENCE))
+import agent_run  # noqa: E402
+import summary  # noqa: E402
+
+CONFIG = """
+method = "es"
+model = "tiny_lm:build_tiny_agent"
+budget = 12
+seed = 1
+population_size = 4
+[es]
+sigma = 0.5
+alpha = 0.1
+[workload]
+kind = "agent"
+env = "gridnav-dense"
+horizon = 2
+episodes = 2
+heldout = "test"
+heldout_episodes = 5
+heldout_every = 1
+"""
+
+
+def test_a_finished_run_is_recorded_paired_by_episode_with_its_curve(tmp_path: Path, one_torch_thread) -> None:
+    config = tmp_path / "es.toml"
+    config.write_text(CONFIG)
+    assert coevo(["run", str(config), "--run-dir", str(tmp_path / "run")]) == 0
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"speedup": {"kept": True}}))
+    code = agent_run.main(
+        [
+            str(tmp_path / "run"),
+            "--key",
+            "gridnav",
+            "--config",
+            "c.toml",
+            "--results",
+            str(results),
+            "--plot",
+            str(tmp_path / "curve.png"),
+        ]
+    )
+    assert code == 0
+    evidence = json.loads(results.read_text())
+    assert evidence["speedup"] == {"kept": True}
+    record = evidence["gridnav"]
+    assert record["command"] == "coevo run c.toml" and record["split"] == "test"
+    assert len(record["episode_seeds"]) == len(record["base"]) == len(record["after"]) == 5
+    assert set(record["base"]) | set(record["after"]) <= {0, 1}
+    assert [p["generation"] for p in record["curve"]] == [0, 1, 2, 3]
+    assert record["curve"][0]["successes"] == sum(record["base"]) and record["curve"][-1]["successes"] == sum(
+        record["after"]
+    )
+    assert (tmp_path / "curve.png").stat().st_size > 1000
+
+
+def test_an_unfinished_or_missing_run_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    assert (
+        agent_run.main(
+            [str(tmp_path / "nothing"), "--key", "k", "--config", "c", "--results", str(tmp_path / "r.json")]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "r.json").exists()
+
+
+def test_the_paired_figures_are_computed_from_the_outcomes() -> None:
+    base = [1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]
+    after = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0]  # 7 gained, none lost
+    record = {"command": "coevo run x.toml", "updates": "9 ES updates", "split": "test", "base": base, "after": after}
+    text = summary.paired_episodes("T", record, "t.png")
+    assert "| base | 2/12 (16.7%" in text and "| after training | 9/12 (75.0%" in text
+    assert "7 episodes solved only after training, 0 only before" in text
+    assert f"p = {2 * 0.5**7:.3g} (exact, n = 7)" in text, "all seven discordant pairs one way: the exact sign test"
+    assert "held-out success holds at p < 0.05" in text
+    flipped = summary.paired_episodes("T", {**record, "base": after, "after": base}, "t.png")
+    assert "does not hold" in flipped
+    assert "Not run yet" in summary.paired_episodes("T", None, "t.png")
+
+
+def test_the_committed_results_page_is_what_the_evidence_file_gives() -> None:
+    assert summary.main(["--check"]) == 0, "run: python experiments/evidence/summary.py"
