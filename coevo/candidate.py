@@ -14,7 +14,6 @@ from typing import Any, Literal
 from coevo.es.perturbation import Perturbation
 from coevo.pyast import source_sha256
 
-
 Sense = Literal["min", "max"]
 
 

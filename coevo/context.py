@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
@@ -119,8 +119,9 @@ class Context(Protocol):
         """An evaluator of `split` under the run's eval settings, for held-out checks a method makes."""
         ...
 
-    def record_heldout(self, when: Literal["before", "after"]) -> Any:
-        """Measure the live weights (and the method's text) on the held-out episodes and keep the figure."""
+    def record_heldout(self, when: str) -> Any:
+        """Measure the live weights (and the method's text) on the held-out episodes and keep the figure
+        under `when` ("before", "after")."""
         ...
 
 

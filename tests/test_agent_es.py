@@ -6,15 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
+from tiny_lm import build_tiny_agent
 
 from coevo.agent_workload import AgentWorkload
 from coevo.candidate import WeightsRef
 from coevo.cli import main
 from coevo.run.config import ConfigError, load_config
+from coevo.run.heldout import measured_curve
+from coevo.run.learning_curve import training_rewards
 from coevo.run.session import start_run
+from coevo.run.store import RunStore
 from coevo.workload import Member
 from tasks.agents.splits import split_seeds
-from tiny_lm import build_tiny_agent
 
 CONFIG = """
 method = "es"
@@ -114,7 +117,9 @@ def test_bad_agent_config_exits_2_with_one_line(config: Path, tmp_path: Path, ca
 
 
 def test_es_is_refused_on_the_ahd_workload_and_ahd_needs_a_task(tmp_path: Path):
-    with pytest.raises(ConfigError, match=r"method es does not run on the ahd workload; choose one of: coevo, eoh, eoh\+es, .*sample"):
+    with pytest.raises(
+        ConfigError, match=r"method es does not run on the ahd workload; choose one of: coevo, eoh, eoh\+es, .*sample"
+    ):
         load_config(_toml(tmp_path, 'method = "es"\ntask = "tsp_construct"\nbudget = 4\n'))
     with pytest.raises(ConfigError, match="config key 'task' is required"):
         load_config(_toml(tmp_path, 'method = "eoh"\nbudget = 4\n'))
@@ -141,6 +146,27 @@ def test_the_cli_prints_held_out_success_before_and_after(config: Path, tmp_path
         ("before", "0 ES updates", 6),
         ("after", "2 ES updates", 6),
     ]
+
+
+def test_held_out_success_every_generation_draws_the_learning_curve(tmp_path: Path, one_torch_thread):
+    text = CONFIG.replace("budget = 8", "budget = 12").replace('env = "gridnav"', 'env = "gridnav-dense"')
+    config = _toml(tmp_path, text + "heldout_every = 1\n")
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "r")]) == 0
+    store = RunStore.open(tmp_path / "r")
+    heldout, records = json.loads(store.meta("heldout")), store.es_records(0)
+    assert store.last_state()["heldout"] == {k: v for k, v in heldout.items() if k != "after"}
+    store.close()
+    curve = measured_curve(heldout)
+    assert [m.generation for m in curve] == [0, 1, 2, 3], "before, generations 1 and 2, after the last (3)"
+    assert list(heldout) == ["before", "generation 1", "generation 2", "after"]
+    assert [m.updates for m in curve] == [f"{n} ES updates" for n in range(4)]
+    seeds = split_seeds("val")[:6]
+    assert all(list(m.seeds) == seeds and sum(m.outcomes) == m.successes for m in curve)
+    train = training_rewards(records)
+    assert [g for g, *_ in train] == [1, 2, 3]
+    assert all(low <= mean <= high for _, mean, low, high in train)
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "<h2>Learning curve</h2>" in page and "Held-out success measured 4 times on the same 6 val episodes" in page
 
 
 def test_the_reference_sudoku_config_is_the_reference_setting():

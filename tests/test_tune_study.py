@@ -60,7 +60,9 @@ def write_config(tmp_path: Path, tune: str = TUNE, base: str = BASE) -> Path:
 def setup_for(tmp_path: Path, tune: str = TUNE, storage: str | None = None, **changes) -> StudySetup:
     directory = tmp_path / "study"
     storage = storage or f"journal:{directory / 'j.log'}"
-    return StudySetup(load_space(write_config(tmp_path, tune)), directory, storage, "s", **{"pruner": "none", **changes})
+    return StudySetup(
+        load_space(write_config(tmp_path, tune)), directory, storage, "s", **{"pruner": "none", **changes}
+    )
 
 
 def cli_study(directory: Path) -> optuna.Study:
@@ -84,8 +86,8 @@ def stored_evaluations(run_dir: str) -> int:
         ("[tune]\nsigma = {low = 1e-2, high = 1e-3}\n", "tune.sigma: needs numbers low < high"),
         ("[tune]\nalpha = {low = 0, high = 1e-3, log = true}\n", "a log range needs low > 0"),
         ("[tune]\npopulation_size = {low = 1, high = 8}\n", "tune.population_size = 1: config key 'population_size'"),
-        ("[tune]\nshaping = {choices = [\"zscore\", \"rank\"]}\n", "tune.shaping = rank:"),
-        ("[tune]\noperators = {choices = [[\"m1\"], [\"x9\"]]}\n", "tune.operators = x9:"),
+        ('[tune]\nshaping = {choices = ["zscore", "rank"]}\n', "tune.shaping = rank:"),
+        ('[tune]\noperators = {choices = [["m1"], ["x9"]]}\n', "tune.operators = x9:"),
         ("[tune]\nsigma = {choices = []}\n", "choices must be a non-empty list"),
         ("[tune]\nsigma = {low = 1e-3, high = 1e-2, spread = 2}\n", "a range takes low, high"),
         ("[tune]\nscope = {low = 1, high = 2}\n", "tune.scope takes choices"),
@@ -94,7 +96,9 @@ def stored_evaluations(run_dir: str) -> int:
     ],
 )
 def test_bad_tune_tables_fail_with_one_line(tmp_path: Path, capsys, tune: str, message: str) -> None:
-    code, out, err = run_cli(capsys, "tune", str(write_config(tmp_path, tune)), "--trials", "2", "--dir", str(tmp_path / "d"))
+    code, out, err = run_cli(
+        capsys, "tune", str(write_config(tmp_path, tune)), "--trials", "2", "--dir", str(tmp_path / "d")
+    )
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "d" / "trials").exists()
 
@@ -108,7 +112,9 @@ def test_a_four_trial_study_runs_each_trial_from_the_base_weights_and_exports_th
     study = cli_study(directory)
     trials = study.trials
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
-    assert sorted({t.user_attrs["run_dir"] for t in trials}) == [str(directory / "trials" / f"{n:04d}") for n in range(4)]
+    assert sorted({t.user_attrs["run_dir"] for t in trials}) == [
+        str(directory / "trials" / f"{n:04d}") for n in range(4)
+    ]
     assert all(stored_evaluations(t.user_attrs["run_dir"]) == 12 for t in trials)
 
     base_hash = module_host(ScriptedLLM().model, "full").weights_sha256()
@@ -125,6 +131,53 @@ def test_a_four_trial_study_runs_each_trial_from_the_base_weights_and_exports_th
     assert (directory / "best.py").read_text() == answer.code
     assert json.loads((directory / "best.json").read_text())["trial"] == best.number
     assert "optuna-dashboard" in out and "4 complete" in out
+
+
+AGENT = """
+method = "es"
+model = "tiny_lm:build_tiny_agent"
+budget = 4
+seed = 1
+population_size = 4
+[es]
+sigma = 0.5
+alpha = 0.1
+[workload]
+kind = "agent"
+env = "gridnav-dense"
+horizon = 2
+episodes = 2
+heldout_episodes = 3
+"""
+
+
+def test_a_study_on_episodes_is_worth_held_out_success_and_tunes_the_episodes(tmp_path: Path, capsys) -> None:
+    tune = "[tune]\nalpha = {low = 1e-2, high = 1e-1, log = true}\nepisodes = {choices = [1, 2]}\n"
+    directory = tmp_path / "study"
+    code, out, err = run_cli(
+        capsys,
+        "tune",
+        str(write_config(tmp_path, tune, AGENT)),
+        "--trials",
+        "2",
+        "--dir",
+        str(directory),
+        "--pruner",
+        "none",
+    )
+    assert code == 0, err
+    trials = cli_study(directory).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    for trial in trials:
+        store = RunStore.open(Path(trial.user_attrs["run_dir"]))
+        heldout = json.loads(store.meta("heldout"))
+        store.close()
+        after = heldout["after"]
+        assert trial.value == after["successes"] / after["episodes"] and after["episodes"] == 3
+        assert trial.user_attrs["heldout_after"] == f"{after['successes']}/3"
+        assert trial.user_attrs["heldout_before"] == f"{heldout['before']['successes']}/3"
+        assert trial.user_attrs["end_weights_sha256"] != trial.user_attrs["start_weights_sha256"]
+    assert load_config(directory / "best.toml").workload.episodes in (1, 2)
 
 
 def test_a_crashing_trial_is_recorded_failed_and_the_study_goes_on(tmp_path: Path) -> None:
@@ -197,7 +250,9 @@ def test_a_trial_left_running_by_a_killed_invocation_is_recorded_failed_on_resum
 def test_wilcoxon_pruning_pairs_instances_with_the_best_trial(tmp_path: Path) -> None:
     pytest.importorskip("scipy", reason="the Wilcoxon pruner needs scipy")
     path = tmp_path / "prune.toml"
-    path.write_text(PRUNING_BASE.replace("limit = 3", "limit = 8") + "[tune]\nsigma = {low = 1e-4, high = 10.0, log = true}\n")
+    path.write_text(
+        PRUNING_BASE.replace("limit = 3", "limit = 8") + "[tune]\nsigma = {low = 1e-4, high = 10.0, log = true}\n"
+    )
     directory = tmp_path / "study"
     setup = StudySetup(load_space(path), directory, f"journal:{directory / 'j.log'}", "s", "wilcoxon")
     study = open_study(setup)
@@ -211,8 +266,13 @@ def test_wilcoxon_pruning_pairs_instances_with_the_best_trial(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("option", "message"),
-    [(["--storage", "redis://host/0"], "--storage must be journal:PATH or sqlite:///PATH"), (["--pruner", "hyper"], "unknown pruner 'hyper'")],
+    [
+        (["--storage", "redis://host/0"], "--storage must be journal:PATH or sqlite:///PATH"),
+        (["--pruner", "hyper"], "unknown pruner 'hyper'"),
+    ],
 )
 def test_bad_tune_options_fail_with_one_line(tmp_path: Path, capsys, option: list[str], message: str) -> None:
-    code, _, err = run_cli(capsys, "tune", str(write_config(tmp_path)), "--trials", "1", "--dir", str(tmp_path / "d"), *option)
+    code, _, err = run_cli(
+        capsys, "tune", str(write_config(tmp_path)), "--trials", "1", "--dir", str(tmp_path / "d"), *option
+    )
     assert code == 2 and message in err and err.count("\n") == 1, err

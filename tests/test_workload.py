@@ -95,6 +95,7 @@ def test_the_ahd_workload_reports_rewards_higher_is_better_on_either_sense() -> 
         assert not broken.valid and broken.reward is None and broken.rewards == ()
         assert broken.feedback.startswith("invalid: ")
 
+
 class WrappedWorkload:
     """A user's wrapper around the AHD workload (not a subclass of it), offering what a code scorer offers."""
 

@@ -23,7 +23,6 @@ from coevo.es.host import TorchWeightsHost, select_parameters
 from coevo.es.noise import NOISE_VERSION, noise
 from coevo.es.perturbation import Perturbation, PerturbedContext, Update
 
-
 _ROW_MEMBERS: WeakKeyDictionary[nn.Module, tuple[str, ...]] = WeakKeyDictionary()
 """Module -> the weights tag of each row of its member map, while a `population()` block is open."""
 

@@ -31,7 +31,15 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from coevo import pyast
-from coevo.evaluate.channel import Progress, decode_solution, encode_solution, frame, read_exactly, read_frame, write_all
+from coevo.evaluate.channel import (
+    Progress,
+    decode_solution,
+    encode_solution,
+    frame,
+    read_exactly,
+    read_frame,
+    write_all,
+)
 from coevo.evaluate.guard import Guard
 from coevo.evaluate.isolation import apply_limits, drop_privileges
 from coevo.evaluate.seccomp import SyscallFilter

@@ -17,7 +17,6 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-
 ExecutorOption = Annotated[
     str, typer.Option("--executor", metavar="local|ray", help="Where members play: this process, or Ray workers.")
 ]

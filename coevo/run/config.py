@@ -96,6 +96,9 @@ class WorkloadSettings(_Section):
     episodes: int = Field(32, ge=1, description="search-split episodes per member and generation")
     heldout: Literal["val", "test"] = Field("val", description="split scored before and after the run")
     heldout_episodes: int | None = Field(None, ge=1, description="only the first N held-out episodes")
+    heldout_every: int | None = Field(
+        None, ge=1, description="also measure held-out success every N generations (a learning curve); None: never"
+    )
 
     @field_validator("env")
     @classmethod

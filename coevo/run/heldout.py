@@ -24,6 +24,12 @@ class SuccessRate:
     """What the measured weights had received, in the method's words ("2 ES updates", "3 GRPO steps")."""
     library: str | None = None
     """The skill library shown with every observation (hash and skill names); None: no text."""
+    generation: int | None = None
+    """Generations the run had finished when measured (0: the base weights)."""
+    seeds: tuple[int, ...] = ()
+    """The episodes' instance seeds, in order, so two measurements pair episode by episode."""
+    outcomes: tuple[int, ...] = ()
+    """1 where the episode of the same position in `seeds` was solved, else 0."""
 
     @property
     def rate(self) -> float:
@@ -38,20 +44,30 @@ class SuccessRate:
         )
 
 
-def heldout_success(workload: Workload, shown: tuple[Member, str] | None, updates: str) -> SuccessRate:
+def heldout_success(
+    workload: Workload, shown: tuple[Member, str] | None, updates: str, generation: int | None = None
+) -> SuccessRate:
     """The live weights' success rate on the workload's held-out episodes, with the text `shown` (a
     skill method: its whole library as it stands, and its name; the others: none). `updates` says what
-    the weights have received."""
+    the weights have received, `generation` how far the run was."""
     if not capabilities_of(workload).episodes:
         raise RuntimeError("held-out success is measured on workloads that play episodes only")
     played = workload.heldout_episodes(Member("") if shown is None else shown[0])
     library = None if shown is None else shown[1]
-    return SuccessRate(workload.heldout, sum(e.success for e in played), len(played), updates, library)
+    outcomes = tuple(int(e.success) for e in played)
+    seeds = tuple(e.seed for e in played)
+    return SuccessRate(workload.heldout, sum(outcomes), len(played), updates, library, generation, seeds, outcomes)
+
+
+def measured_curve(heldout: dict[str, dict[str, Any]]) -> list[SuccessRate]:
+    """Every held-out measurement of a run (a runner's `heldout`) that says when it was taken, in order."""
+    figures = [SuccessRate(**data) for data in heldout.values()]
+    return sorted((f for f in figures if f.generation is not None), key=lambda f: f.generation)
 
 
 def heldout_lines(heldout: dict[str, dict[str, Any]]) -> list[str]:
     """Before and after (a runner's `heldout`), each with its interval, and the change in points."""
-    figures = {when: SuccessRate(**data) for when, data in heldout.items()}
+    figures = {when: SuccessRate(**data) for when, data in heldout.items() if when in ("before", "after")}
     lines = [figures[when].line(label) for when, label in (("before", "base"), ("after", "trained")) if when in figures]
     if {"before", "after"} <= figures.keys():
         change = 100 * (figures["after"].rate - figures["before"].rate)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from html import escape
@@ -25,7 +24,8 @@ from matplotlib.ticker import MaxNLocator
 
 from coevo.candidate import Candidate
 from coevo.es.update_log import UpdateRecord
-from coevo.run.heldout import heldout_lines
+from coevo.run.heldout import heldout_lines, measured_curve
+from coevo.run.learning_curve import curve_figure, training_rewards
 from coevo.run.store import RunStore, StoredTrajectory
 from coevo.run.validation import Validation, answer_line
 from coevo.skills.library import Library
@@ -85,6 +85,8 @@ def render_report(store: RunStore) -> str:
     history = library_history(store.states())
     if history:
         sections.insert(-1, _section("Skill library", _skill_library(store, history)))
+    if curve := _learning_curve(store):
+        sections.insert(3, curve)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n"
@@ -418,16 +420,26 @@ def _episodes(stored: Sequence[StoredTrajectory]) -> str:
     return f'<p class="note">{note}</p>' + "".join(blocks)
 
 
+def _learning_curve(store: RunStore) -> str:
+    heldout = measured_curve(store.heldout_figures())
+    if not heldout:
+        return ""
+    train = training_rewards(store.es_records())
+    note = (
+        f"Held-out success measured {len(heldout)} times on the same {heldout[0].episodes} {heldout[0].split}"
+        " episodes (set `workload.heldout_every` for more points); training rewards are the members' own, on"
+        " each generation's search episodes."
+    )
+    return _section(
+        "Learning curve", _image(curve_figure(train, heldout), "learning curve") + f'<p class="note">{note}</p>'
+    )
+
+
 # --- HTML pieces -----------------------------------------------------------------------------------
 def _skill_library(store: RunStore, history: Sequence[LibraryAt]) -> str:
     """Held-out success with the library it was measured with, the library's edits generation by
     generation, and each skill's credit and uses as they stood after every generation."""
-    figures = (store.last_state() or {}).get("heldout", {})
-    try:
-        figures = json.loads(store.meta("heldout"))
-    except KeyError:
-        pass
-    lines = "".join(f"<li>{escape(line)}</li>" for line in heldout_lines(figures))
+    lines = "".join(f"<li>{escape(line)}</li>" for line in heldout_lines(store.heldout_figures()))
     measured = f"<h3>Held-out success</h3><ul>{lines}</ul>" if lines else ""
     changes = _table(
         (

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -162,6 +162,8 @@ class Runner:
             generation, self.phase = self.generation, self.phase + 1
             if phase == "init" or self.phase == len(self.method.phases):
                 self.generation, self.phase = self.generation + 1, 0
+                if phase != "init":
+                    self._measure_curve(generation)
             self.store.commit_step(self.step, generation, phase, self._state())
         except BaseException:
             self.store.abort_step()
@@ -264,9 +266,7 @@ class Runner:
         self._progress()
         return candidates
 
-    def record_text(
-        self, items: Sequence[Proposal | TextProposal | Rejection], prompt_id: str | None = None
-    ) -> None:
+    def record_text(self, items: Sequence[Proposal | TextProposal | Rejection], prompt_id: str | None = None) -> None:
         """Store the LLM calls that make no candidate: reflections, prompt rewrites, held-out probes."""
         for item in items:
             self.store.add_llm_call(self.step, item, self._weights_ref(None), prompt_id)
@@ -280,15 +280,23 @@ class Runner:
     def tell(self, perturbations: Sequence[Perturbation], rewards: Sequence[float | None]) -> UpdateStats:
         return self._engine().tell(perturbations, rewards)
 
-    def record_heldout(self, when: Literal["before", "after"]) -> SuccessRate:
+    def record_heldout(self, when: str) -> SuccessRate:
         """Measure held-out success now (the live weights, with the text the method shows) and keep it
-        in the step state under `when`; the "after" figure, measured once the steps are done, also goes
-        to the store's `heldout` meta key for reports."""
-        measured = heldout_success(self.workload, self.method.heldout_view(), self.method.updates(self))
+        in the step state under `when` ("before", a generation of the learning curve, "after"); the
+        "after" figure, measured once the steps are done, also goes to the store's `heldout` meta key."""
+        finished = max(self.generation - 1, 0)  # generation 0 (init) changes no weights
+        measured = heldout_success(self.workload, self.method.heldout_view(), self.method.updates(self), finished)
         self.heldout[when] = asdict(measured)
         if when == "after":
             self.store.set_meta("heldout", json.dumps(self.heldout))
         return measured
+
+    def _measure_curve(self, finished_generation: int) -> None:
+        """Held-out success every `workload.heldout_every` generations of a run that measured its base
+        weights; not after the last one, which the run's "after" figure measures."""
+        every = getattr(self.config.workload, "heldout_every", None)
+        if every and "before" in self.heldout and finished_generation % every == 0 and not self.finished:
+            self.record_heldout(f"generation {finished_generation}")
 
     def sampling_for_call(self) -> SamplingParams:
         """This step's next sampling seed: a pure function of (run seed, step, call index).
@@ -406,9 +414,7 @@ class Runner:
     def _scored(candidate: Candidate, evaluation: Evaluation) -> Candidate:
         if not evaluation.valid:
             return replace(candidate, reason=evaluation.reason)
-        return replace(
-            candidate, fitness=evaluation.reward, objective=evaluation.objective, gap_pct=evaluation.gap_pct
-        )
+        return replace(candidate, fitness=evaluation.reward, objective=evaluation.objective, gap_pct=evaluation.gap_pct)
 
     def _es_config(self) -> ESConfig:
         es = self.config.es

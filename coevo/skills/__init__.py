@@ -4,11 +4,11 @@ from coevo.skills.edits import AddSkill, DeleteSkill, Edit, EditError, MergeSkil
 from coevo.skills.gates import (
     AcceptanceGate,
     CodeTestGate,
+    CodeTestResult,
     CodeTestRunner,
     RecurrenceGate,
     Refusal,
     RefusedBuffer,
-    CodeTestResult,
     admit,
 )
 from coevo.skills.library import EditRecord, Library, load_library, save_library

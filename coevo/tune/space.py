@@ -22,6 +22,7 @@ KNOBS: dict[str, tuple[tuple[str, ...], str]] = {
     "sigma_final": (("es", "sigma_final"), "float"),
     "alpha": (("es", "alpha"), "float"),
     "population_size": (("population_size",), "int"),
+    "episodes": (("workload", "episodes"), "int"),
     "scope": (("es", "scope"), "choices"),
     "shaping": (("es", "shaping"), "choices"),
     "prompt_pool": (("settings", "prompt_pool"), "int"),

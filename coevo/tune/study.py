@@ -3,7 +3,7 @@
 Every trial starts from the base weights: a worker loads the backend once, keeps a copy of its
 module's weights, and puts them back before each trial, since the ES host snapshots whatever weights
 the module holds. Trials report the best search fitness (higher is better) after every generation,
-so a pruner can stop a poor trial early. Workers are processes sharing one storage (a journal file
+so a pruner can stop a poor trial early; a trial that plays episodes is worth its held-out success. Workers are processes sharing one storage (a journal file
 by default, which Optuna recommends over SQLite for parallel writers); a trial that crashes is
 recorded failed and the study goes on.
 """
@@ -109,6 +109,8 @@ def run_trial(
             runner.on_progress = on_progress
             best = runner.run()
             trial.set_user_attr("end_weights_sha256", runner.weights_sha256())
+            if runner.capabilities.episodes:
+                return TrialState.COMPLETE, heldout_value(runner, trial)
     except optuna.TrialPruned:
         return TrialState.PRUNED, None
     except Exception as exc:  # a crashing trial is recorded, and the study goes on
@@ -118,6 +120,16 @@ def run_trial(
         trial.set_user_attr("error", "no valid heuristic")
         return TrialState.FAIL, None
     return TrialState.COMPLETE, best.fitness
+
+
+def heldout_value(runner: Runner, trial: optuna.Trial) -> float:
+    """A trial on episodes is worth the trained weights' held-out success (its search rewards are on
+    episodes it trained on); both measurements are kept on the trial, so a study shows what each changed."""
+    after = runner.record_heldout("after")
+    for when, figure in runner.heldout.items():
+        if when in ("before", "after"):
+            trial.set_user_attr(f"heldout_{when}", f"{figure['successes']}/{figure['episodes']}")
+    return after.rate
 
 
 class BaseWeights:
