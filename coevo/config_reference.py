@@ -190,7 +190,7 @@ def _toml(value: Any) -> str:
 def _method_settings() -> list[str]:
     """The built-in methods, and the `[settings]` table of each method that takes one (one section for
     the methods that share a model)."""
-    from coevo.run.methods import method_class, method_names
+    from coevo.run.method_registry import method_class, method_names
 
     classes = {name: method_class(name) for name in method_names()}
     lines = [

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from coevo.evaluate.evaluator import Evaluator
     from coevo.llm.base import LLM, SamplingParams
     from coevo.llm.ledger import BudgetLedger
-    from coevo.operators.eoh import EoHOperators, ProposalRequest
+    from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
     from coevo.operators.records import Proposal, Rejection, TextProposal
     from coevo.population import Population, PromptPool, PromptVariant
     from coevo.workload import Capabilities, Evaluation, Member, Workload

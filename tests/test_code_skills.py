@@ -10,7 +10,7 @@ import pytest
 from coevo.evaluate.evaluator import Evaluator
 from coevo.llm.base import Completion
 from coevo.llm.ledger import BudgetLedger
-from coevo.operators.eoh import EoHOperators, ProposalRequest
+from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.run.config import RunConfig, validate
 from coevo.run.session import resume_run, start_run
 from coevo.skills import Library, Skill, load_library, save_library

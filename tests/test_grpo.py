@@ -46,7 +46,7 @@ def test_grpo_without_the_rl_extra_exits_2_with_one_line(config: Path, tmp_path:
 
 
 def test_importing_coevo_and_its_runner_does_not_import_trl():
-    code = "import sys, coevo, coevo.cli, coevo.run.runner, coevo.run.methods; print('trl' in sys.modules)"
+    code = "import sys, coevo, coevo.cli, coevo.run.runner, coevo.run.method_registry; print('trl' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
 
@@ -102,7 +102,7 @@ def test_group_advantages_normalise_each_run_of_consecutive_rollouts():
     pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
     import torch
 
-    from coevo.rl.grpo import group_advantages
+    from coevo.rl.grpo_stepper import group_advantages
 
     advantages = group_advantages(torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]), 4)
     assert torch.allclose(advantages[:4], torch.tensor([1.0, -1.0, 1.0, -1.0]) * 0.5 / (0.57735 + 1e-4), atol=1e-4)
@@ -112,8 +112,9 @@ def test_group_advantages_normalise_each_run_of_consecutive_rollouts():
 @pytest.mark.slow
 def test_a_grpo_step_trains_every_turn_of_every_episode_with_its_episodes_advantage(tmp_path: Path, one_torch_thread):
     pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
-    from coevo.rl.grpo import GRPOSettings, GRPOStepper
     from tiny_lm import build_terse_tiny_agent
+
+    from coevo.rl.grpo_stepper import GRPOSettings, GRPOStepper
 
     llm = build_terse_tiny_agent()
     stepper = GRPOStepper(llm, "gridnav", 2, 2, tmp_path, GRPOSettings(num_generations=4, learning_rate=1e-2), seed=0)
@@ -147,9 +148,9 @@ def torch_equal(a, b) -> bool:
 def test_the_loss_over_chunks_of_turns_gives_the_whole_batchs_gradient(tmp_path: Path, one_torch_thread):
     pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
     import torch
-
-    from coevo.rl.grpo import GRPOSettings, GRPOStepper
     from tiny_lm import build_terse_tiny_agent
+
+    from coevo.rl.grpo_stepper import GRPOSettings, GRPOStepper
 
     llm = build_terse_tiny_agent()
     stepper = GRPOStepper(llm, "gridnav", 2, 2, tmp_path, GRPOSettings(num_generations=4), seed=0)

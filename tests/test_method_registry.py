@@ -14,7 +14,7 @@ from coevo.run.session import start_run
 
 USER_METHOD = '''
 from coevo.methods.base import Method
-from coevo.operators.eoh import ProposalRequest
+from coevo.operators.eoh_operators import ProposalRequest
 
 
 class OnlyFresh(Method):

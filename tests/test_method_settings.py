@@ -12,7 +12,7 @@ from test_runner import config
 from coevo.methods.coevo import CoevoSettings
 from coevo.methods.sample import SampleSettings
 from coevo.run.config import ConfigError, validate
-from coevo.run.methods import method_class
+from coevo.run.method_registry import method_class
 from coevo.run.session import resume_run, start_run
 from coevo.run.store import RunStore
 from coevo.skills.settings import SkillsSettings

@@ -1,1 +1,1 @@
-"""The methods, one module per config name; `coevo.run.methods` maps each name to its class."""
+"""The methods, one module per config name; `coevo.run.method_registry` maps each name to its class."""

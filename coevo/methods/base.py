@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from coevo.operators.eoh import ProposalRequest
+from coevo.operators.eoh_operators import ProposalRequest
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptPool, PromptVariant
 from coevo.run.starting_heuristics import starting_heuristics

@@ -26,7 +26,7 @@ from coevo.credit_split import group_residuals
 from coevo.methods.base import CROSSOVERS, Method, OneUpdatePerGeneration, improvement_reward, prompt_id
 from coevo.methods.skill_method import SkillMethod
 from coevo.operators.constants import tunable_values
-from coevo.operators.eoh import ProposalRequest
+from coevo.operators.eoh_operators import ProposalRequest
 from coevo.operators.records import Parent, TextProposal, direction
 from coevo.operators.reflection import ComponentRewriter, Reflector
 from coevo.operators.templates import OPERATORS

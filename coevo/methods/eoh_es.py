@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from coevo.methods.base import CROSSOVERS, improvement_reward
 from coevo.methods.eoh import EoH
-from coevo.operators.eoh import ProposalRequest
+from coevo.operators.eoh_operators import ProposalRequest
 from coevo.population import as_parent
 
 if TYPE_CHECKING:

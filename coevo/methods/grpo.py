@@ -1,7 +1,7 @@
 """`grpo`: the gradient baseline on the same episodes as `es`.
 
 One TRL GRPO step per generation, groups of `population_size` rollouts per search episode, every turn
-trained with its episode's group-normalised advantage (`coevo.rl.grpo`). A group's rollouts play as
+trained with its episode's group-normalised advantage (`coevo.rl.grpo_stepper`). A group's rollouts play as
 many episodes as an `es` generation's members, so each step is charged `population_size` evaluations
 and equal budgets mean equal episodes. Held-out success is measured before and after as for `es`.
 """
@@ -49,7 +49,7 @@ class GRPO(ES):
             )
 
     def generation_phase(self, context: Context, phase: str) -> None:
-        from coevo.rl.grpo import GRPOSettings, GRPOStepper
+        from coevo.rl.grpo_stepper import GRPOSettings, GRPOStepper
 
         settings = self.config.workload
         if self._stepper is None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from coevo.methods.base import Method
-from coevo.operators.eoh import ProposalRequest
+from coevo.operators.eoh_operators import ProposalRequest
 
 if TYPE_CHECKING:
     from coevo.context import Context

@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from coevo.methods.sample import Sample
-from coevo.operators.eoh import ProposalRequest
+from coevo.operators.eoh_operators import ProposalRequest
 
 if TYPE_CHECKING:
     from coevo.context import Context

@@ -5,7 +5,7 @@ of evaluation. `dspy_rewriter` is imported on its own so that this package does 
 """
 
 from coevo.llm.ledger import BudgetLedger, Usage
-from coevo.operators.eoh import EoHOperators, ProposalRequest
+from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.fingerprint import code_fingerprint
 from coevo.operators.metering import metered_generate
 from coevo.operators.parsing import FunctionSpec, ParsedCode, ParseFailure, parse_heuristic

@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from coevo.run.methods import method_class, method_names
+from coevo.run.method_registry import method_class, method_names
 from coevo.workload import EPISODES, HEURISTICS, Capabilities
 
 METHODS = method_names()
-"""The built-in method names (`coevo.run.methods`); installed packages and specs may name more."""
+"""The built-in method names (`coevo.run.method_registry`); installed packages and specs may name more."""
 
 
 class ConfigError(ValueError):

@@ -15,7 +15,7 @@ from coevo.candidate import WeightsRef
 from coevo.es.perturbation import Perturbation
 from coevo.es.protocols import WeightsHost
 from coevo.llm.base import SamplingParams
-from coevo.operators.eoh import EoHOperators, ProposalRequest
+from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection
 from coevo.workload import Evaluation
 

@@ -67,7 +67,7 @@ class MemberReplica:
 
     def __init__(self, config_data: dict[str, Any], threads: int = 1) -> None:
         from coevo.llm.ledger import BudgetLedger
-        from coevo.operators.eoh import EoHOperators
+        from coevo.operators.eoh_operators import EoHOperators
         from coevo.run.build import build_host, build_workload
         from tasks import get_task
 

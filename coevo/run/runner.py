@@ -1,6 +1,6 @@
 """The runner: the one loop every method shares.
 
-A method is a policy (`coevo.methods`, named in `coevo.run.methods`); the runner provides the
+A method is a policy (`coevo.methods`, named in `coevo.run.method_registry`); the runner provides the
 services of its context (`coevo.context.Context`) and nothing more is visible to it: proposing
 heuristics with the LLM (under the current weights, or one perturbation per request), scoring them
 through the executor and the workload protocol (`coevo.workload`; the AHD workload runs them in the
@@ -33,14 +33,14 @@ from coevo.es.update_log import HISTORY_FILENAME
 from coevo.evaluate.evaluator import Evaluator
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.ledger import BudgetLedger
-from coevo.operators.eoh import EoHOperators, ProposalRequest
+from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.population import Population, PromptVariant
 from coevo.run.build import build_host, build_workload, configured_evaluator
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.executor import Executor, LocalExecutor
 from coevo.run.heldout import SuccessRate, heldout_success
-from coevo.run.methods import method_class
+from coevo.run.method_registry import method_class
 from coevo.run.proposals import ProposalJob, propose_member
 from coevo.run.store import RunStore, StoreHistory
 from coevo.workload import (

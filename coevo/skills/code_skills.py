@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from coevo.candidate import Candidate, fitness_of
 from coevo.evaluate.evaluator import Evaluator
 from coevo.llm.base import SamplingParams
-from coevo.operators.eoh import ProposalRequest
+from coevo.operators.eoh_operators import ProposalRequest
 from coevo.operators.records import Parent, Proposal
 from coevo.skills.gates import CodeTestResult
 from coevo.skills.library import Library

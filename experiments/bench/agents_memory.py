@@ -83,7 +83,7 @@ def es_generation(llm, seeds: list[int], members: int) -> None:
 
 
 def grpo_steps(llm, seeds: list[int], members: int) -> None:
-    from coevo.rl.grpo import GRPOSettings, GRPOStepper
+    from coevo.rl.grpo_stepper import GRPOSettings, GRPOStepper
 
     with tempfile.TemporaryDirectory() as scratch:
         stepper = GRPOStepper(llm, ENV, HORIZON, len(seeds), Path(scratch), GRPOSettings(num_generations=members))
