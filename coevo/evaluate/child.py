@@ -10,11 +10,10 @@ which the parent connects to this child's channel.
 
 Nothing here is trusted by anyone: a candidate that takes this process over (the guards off,
 raw memory) can only change the answers it sends, which the driver checks against the state it
-holds. Each page of the fork server's memory that a child writes to is copied first (a few
-microseconds per page), so whatever can be built before the fork is built there, once
-(``Prepared``), and the job arrives as a fixed header and the module already compiled by the
-parent: running the compiler in a fresh child costs about 0.3 ms of copied pages, loading its
-marshalled output a small fraction of that.
+holds. Each page of the fork server's memory that a child writes to is copied first, so whatever
+can be built before the fork is built there, once (``Prepared``), and the job arrives as a fixed
+header and the module already compiled by the parent: running the compiler in a fresh child writes
+many pages, loading its marshalled output few (the figures: experiments/bench/RESULTS.md, Sandbox).
 """
 
 from __future__ import annotations

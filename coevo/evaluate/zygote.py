@@ -109,8 +109,8 @@ def _confine_system_calls(filters: tuple[SyscallFilter, SyscallFilter] | str) ->
 def _skip_threading_reset_in_children() -> None:
     """Make ``threading``'s after-fork hook a no-op (an at-fork hook cannot be unregistered).
 
-    numpy.random imports threading, which then resets its bookkeeping in every forked child:
-    about 100 copy-on-write page faults, a sixth of a trivial candidate's cost. There is nothing
+    numpy.random imports threading, which then resets its bookkeeping in every forked child: a burst
+    of copy-on-write page faults, a visible share of a trivial candidate's cost. There is nothing
     to reset: this process never starts a thread and a candidate cannot (RLIMIT_NPROC is 0).
     """
     hook = getattr(threading, "_after_fork", None)  # private: on a Python without it, children just pay

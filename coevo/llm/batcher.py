@@ -37,8 +37,9 @@ class DynamicBatcher:
     the previous one), for at most `max_wait_s` and `max_batch` requests: clients that fire together
     are rarely more than a few ms apart, but on a busy machine a fixed short window splits them.
     Exactly one thread runs `run()` and owns the model, so generation never runs concurrently with
-    itself. `coevo serve` runs it on the main thread, where the same batches measured 2-20% faster
-    than in a spawned thread here; `start()` spawns one instead, for embedding the server elsewhere.
+    itself. `coevo serve` runs it on the main thread, where the same batches ran faster than in a
+    spawned thread (experiments/bench/RESULTS.md, LLM layer); `start()` spawns one instead, for
+    embedding the server elsewhere.
     """
 
     def __init__(self, backend: HFBackend, gap_s: float = 0.05, max_wait_s: float = 0.5, max_batch: int = 16) -> None:

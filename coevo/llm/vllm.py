@@ -339,7 +339,7 @@ class VLLMBackend:
                 raise ValueError("on CPU the vLLM backend needs enforce_eager=True (compiled graphs keep stale packs)")
             engine_options["enforce_eager"] = True
             if "gpu_memory_utilization" not in engine_options:
-                # vLLM on CPU otherwise reserves 92% of the machine's memory (its GPU default) up front.
+                # vLLM on CPU otherwise reserves its GPU default share of the machine's memory up front.
                 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache
         self.engine = vllm.LLM(
             model=model, enable_prefix_caching=False, worker_extension_cls=_EXTENSION, **engine_options
