@@ -17,17 +17,63 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from coevo.candidate import WeightsRef
 from coevo.es.perturbation import Perturbation
 from coevo.es.protocols import WeightsHost
 from coevo.llm.base import AGENT_SAMPLING, SamplingParams
-from coevo.workload import EPISODES, Evaluation, Member, Trajectory, Turn
-from tasks.agents import Episode, Prompt, llm_policy, make_env, rollout
+from coevo.plugins import normalised
+from coevo.workload import EPISODES, Evaluation, Member, Trajectory, Turn, WorkloadSettings
+from tasks.agents import Episode, Prompt, UnknownEnvError, check_horizon, env_class, llm_policy, make_env, rollout
 from tasks.agents.rollout import PerRequestLLM, Policy, turn_request
-from tasks.agents.splits import verify_split
+from tasks.agents.splits import env_seeds, verify_split
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from coevo.run.config import RunConfig
 
 FAILURE_REASONS_SHOWN = 3
+
+
+class AgentSettings(WorkloadSettings):
+    """`[workload] kind = "agent"`: members are scored by the episodes they play in an environment."""
+
+    env: str | None = Field(None, description="agent environment (coevo tasks list), required")
+    horizon: int | None = Field(None, description="H of the environment (default: its shortest)")
+    episodes: int = Field(32, ge=1, description="search-split episodes per member and generation")
+    heldout: Literal["val", "test"] = Field("val", description="split scored before and after the run")
+    heldout_episodes: int | None = Field(None, ge=1, description="only the first N held-out episodes")
+    heldout_every: int | None = Field(
+        None, ge=1, description="also measure held-out success every N generations (a learning curve); None: never"
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _absolute_env_path(cls, value: str | None) -> str | None:
+        return None if value is None else normalised(value)
+
+    @model_validator(mode="after")
+    def _known_env(self) -> AgentSettings:
+        if self.env is None:
+            raise ValueError("workload.kind = 'agent' needs workload.env")
+        try:
+            cls = env_class(self.env)
+        except UnknownEnvError as exc:
+            raise ValueError(str(exc)) from None
+        check_horizon(cls, cls.horizons[0] if self.horizon is None else self.horizon)
+        return self
+
+    @property
+    def agent_horizon(self) -> int:
+        return self.horizon or env_class(self.env).horizons[0]
+
+    @property
+    def subject(self) -> str:
+        return f"{self.env}-H{self.agent_horizon}"
 
 
 @dataclass(frozen=True)
@@ -53,6 +99,26 @@ class AgentWorkload:
     """Play low-rank members together; False plays them one after another (what batching must equal)."""
     sense = "max"
     capabilities = EPISODES
+    settings_model = AgentSettings
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, llm: PerRequestLLM, host: WeightsHost | None = None, cache_dir: Path | None = None
+    ) -> AgentWorkload:
+        """The environment's search episodes in windows of `workload.episodes`, played by `llm` under
+        `host`'s weights (episodes are not cached: `cache_dir` is unused)."""
+        settings: AgentSettings = config.workload
+        return cls(
+            llm,
+            settings.env,
+            settings.agent_horizon,
+            tuple(env_seeds(settings.env, "search")),
+            host=host,
+            seed=config.seed,
+            window=settings.episodes,
+            heldout=settings.heldout,
+            heldout_limit=settings.heldout_episodes,
+        )
 
     def __post_init__(self) -> None:
         make_env(self.env, self.horizon)  # an unknown name or H out of range fails here, in one line

@@ -49,6 +49,7 @@ def config_reference() -> str:
     ]
     lines += _model_sections(RunConfig, prefix="", title="top-level keys")
     lines += _method_settings()
+    lines += _workload_tables()
     lines += ["## The `[tune]` table", ""]
     lines += _tune_table(KNOBS)
     lines += [
@@ -214,6 +215,44 @@ def _method_settings() -> list[str]:
             sharing.setdefault(cls.settings_model, []).append(name)
     for model, names in sharing.items():
         lines += _model_sections(model, "settings.", "`[settings]` of " + ", ".join(f"`{name}`" for name in names))
+    return lines
+
+
+def _workload_tables() -> list[str]:
+    """The built-in workload kinds, and the `[workload]` keys each kind's class declares beyond `kind`."""
+    from coevo.run.workload_registry import workload_class, workload_kinds
+    from coevo.workload import WorkloadSettings
+
+    classes = {kind: workload_class(kind) for kind in workload_kinds()}
+    lines = [
+        "### `[workload]` of each kind",
+        "",
+        "`workload.kind` is a built-in kind below, a name an installed package registers under the",
+        "`coevo.workloads` entry-point group, or `path/to/workload.py:Class` / `package.module:Class`. The",
+        "other keys of the table are the kind's own, checked by the settings model its class declares, so a",
+        "key of another kind is refused.",
+        "",
+        "| kind | members are | own keys |",
+        "| --- | --- | --- |",
+    ]
+    for kind, cls in classes.items():
+        members = "episodes played in an environment" if cls.capabilities.episodes else "heuristics for the task"
+        lines.append(f"| `{kind}` | {members} | {'see below' if cls.settings_model else 'none'} |")
+    lines.append("")
+    for kind, cls in classes.items():
+        if cls.settings_model is None:
+            continue
+        own = {
+            name: field
+            for name, field in cls.settings_model.model_fields.items()
+            if name not in WorkloadSettings.model_fields
+        }
+        lines += [f"### `[workload]` of kind = `{kind}`", ""]
+        if doc := _own_doc(cls.settings_model):
+            lines += [doc, ""]
+        lines += ["| key | type | default | description |", "| --- | --- | --- | --- |"]
+        lines += [_row(f"workload.{name}", field) for name, field in own.items()]
+        lines.append("")
     return lines
 
 

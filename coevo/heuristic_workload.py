@@ -9,17 +9,36 @@ cache, so a cosmetic copy never costs sandbox time.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from coevo.evaluate.evaluator import EvalResult, Evaluator
 from coevo.operators.fingerprint import code_fingerprint
 from coevo.operators.records import direction
 from coevo.workload import HEURISTICS, Evaluation, Member
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from coevo.es.protocols import WeightsHost
+    from coevo.llm.base import LLM
+    from coevo.run.config import RunConfig
+    from tasks.base import SplitName
+
 
 class AHDWorkload:
     """The `Workload` over one `Evaluator` (one task, split and instance set)."""
 
     capabilities = HEURISTICS
+    settings_model = None
+    """`[workload]` takes no key beyond `kind`: the task and `[eval]` say what is scored."""
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, llm: LLM | None, host: WeightsHost | None = None, cache_dir: Path | None = None
+    ) -> AHDWorkload:
+        """The task's evaluator on `eval.split` (`cache_dir`: its verdict cache); the LLM and weights
+        only write the code, so they play no part here."""
+        return cls(configured_evaluator(config, config.eval.split, cache_dir))
 
     def __init__(self, evaluator: Evaluator) -> None:
         self.evaluator = evaluator
@@ -73,3 +92,9 @@ class AHDWorkload:
             gap_pct=result.gap_pct,
             seconds=result.seconds,
         )
+
+
+def configured_evaluator(config: RunConfig, split: SplitName, cache_dir: Path | None = None) -> Evaluator:
+    """The evaluator of `config.task` on `split` under the run's eval settings (instance limit, workers)."""
+    settings = config.eval
+    return Evaluator(config.task, split, limit=settings.limit, workers=settings.workers, cache_dir=cache_dir)

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from coevo.candidate import Sense, WeightsRef, fitness_of
 
 if TYPE_CHECKING:
@@ -111,6 +113,20 @@ class Capabilities:
 
 HEURISTICS = Capabilities()
 EPISODES = Capabilities(heuristics=False, episodes=True)
+
+
+class WorkloadSettings(BaseModel):
+    """The `[workload]` table, what members are scored on: `kind` names the workload class; the other
+    keys are the ones that class declares in its `settings_model`, a subclass of this model (below)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str = Field("ahd", description="the workload: ahd (heuristics in the sandbox), agent (episodes), or a spec")
+
+    @property
+    def subject(self) -> str | None:
+        """What the run works on, for run names and progress lines; None: the config's task."""
+        return None
 
 
 def capabilities_of(workload: object) -> Capabilities:

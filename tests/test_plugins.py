@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from cli_capture import run_cli
 
+from coevo.agent_workload import AgentSettings
 from coevo.plugins import PluginError, load, normalised, registered
-from coevo.run.config import WorkloadSettings
 from tasks import TASK_NAMES, UnknownTaskError, get_task
 from tasks.agents import ENV_NAMES, UnknownEnvError, env_class, make_env, rollout
 from tasks.agents.splits import env_seeds, verify_split
@@ -130,7 +130,7 @@ def test_workload_settings_take_an_env_spec_and_refuse_a_class_without_step(tmp_
     write(tmp_path, "count.py", COUNTER_ENV)
     write(tmp_path, "half.py", "class Half:\n    def reset(self, seed):\n        return ''\n")
     monkeypatch.chdir(tmp_path)
-    settings = WorkloadSettings(kind="agent", env="count.py:CountTo")
+    settings = AgentSettings(kind="agent", env="count.py:CountTo")
     assert settings.env == f"{tmp_path / 'count.py'}:CountTo" and settings.agent_horizon == 1
     with pytest.raises(UnknownEnvError, match="Half has no step method"):
         env_class("half.py:Half")

@@ -19,10 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
+from test_resume import CONFIG as AHD_CONFIG
+from test_resume import coevo, committed_steps, show
+from tiny_lm import build_terse_tiny_agent
 
 from coevo.candidate import WeightsRef
 from coevo.cli import main
-from coevo.run.config import ConfigError, load_config, validate
+from coevo.run.config import load_config, validate
 from coevo.run.executor import LocalExecutor
 from coevo.run.ray_executor import MemberReplica, RayExecutor, StaleReplica
 from coevo.run.runner import Runner, summary
@@ -30,9 +33,6 @@ from coevo.run.session import load_llm, start_run
 from coevo.run.store import RunStore
 from coevo.run.validation import validate_best
 from coevo.workload import Member
-from test_resume import CONFIG as AHD_CONFIG
-from test_resume import coevo, committed_steps, show
-from tiny_lm import build_terse_tiny_agent
 
 TESTS = Path(__file__).resolve().parent
 CONFIG = """
@@ -218,7 +218,7 @@ def test_an_unknown_or_uninstalled_executor_is_refused_in_one_line_before_anythi
 ):
     config = write_config(tmp_path, 8)
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "spark"]) == 2
-    assert "unknown executor 'spark'; choose one of: local, ray" in capsys.readouterr().err
+    assert "unknown executor 'spark'; registered executors: local, ray (or name one as path/to/file.py:Class" in capsys.readouterr().err
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "ray"]) == 2

@@ -2,7 +2,9 @@
 
 The keys every method shares (method, task, model, budget, seed, es, llm, eval, workload, ...) are
 declared here; a method's own keys live in its `[settings]` table, checked by the model the method
-declares (`Method.settings_model`), so this module knows no method's keys and imports no method.
+declares (`Method.settings_model`), so this module knows no method's keys and imports no method. In the
+same way the `[workload]` table is checked by the model its kind's class declares, and `llm.backend`'s
+class checks the config it runs (`coevo.run.workload_registry`, `coevo.run.backend_registry`).
 
 Defaults follow the reference grid (population 10, k = 1 direction per parent, sigma 1e-3 cosine to 0,
 alpha 5e-4, z-scored rewards), so a config that names only method, task, model and budget is the
@@ -13,15 +15,19 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import re
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
+from coevo.plugins import PluginError, normalised
+from coevo.run.backend_registry import backend_class
 from coevo.run.method_registry import method_class, method_names
-from coevo.workload import EPISODES, HEURISTICS, Capabilities
+from coevo.run.workload_registry import settings_model, workload_class, workload_kinds
+from coevo.workload import Capabilities, WorkloadSettings
 
 METHODS = method_names()
 """The built-in method names (`coevo.run.method_registry`); installed packages and specs may name more."""
@@ -59,80 +65,38 @@ class LLMSettings(_Section):
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto", description="compute dtype of a transformers model: auto = bf16 where the CPU has it natively"
     )
-    backend: Literal["transformers", "vllm"] = Field(
-        "transformers", description="engine of a local model; vllm also perturbs and updates inside vLLM's workers"
+    backend: str = Field(
+        "transformers",
+        description="transformers (a local model), vllm (a local model; perturbs and updates inside vLLM's "
+        "workers), openai (the server at api_base; set by api_base alone), or a registered name or spec",
     )
     engine_options: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="extra vllm.LLM options (dtype, gpu_memory_utilization, ...); vllm only"
     )
 
-    @model_validator(mode="after")
-    def _backend_fits(self) -> LLMSettings:
-        if self.backend != "vllm":
-            if self.engine_options:
-                raise ValueError("llm.engine_options apply to llm.backend = 'vllm' only")
-            return self
-        if self.api_base is not None:
-            raise ValueError("llm.backend = 'vllm' runs a local model; drop llm.api_base")
-        if importlib.util.find_spec("vllm") is None:
-            from coevo.llm.vllm import INSTALL_HINT
+    @model_validator(mode="before")
+    @classmethod
+    def _server_backend(cls, data: Any) -> Any:
+        """`api_base` on the default backend names an OpenAI-compatible server, as it always has."""
+        default = cls.model_fields["backend"].default
+        if isinstance(data, dict) and data.get("api_base") is not None and data.get("backend", default) == default:
+            return {**data, "backend": "openai"}
+        return data
 
-            raise ValueError(f"llm.backend = 'vllm' needs vLLM, which is not installed here: {INSTALL_HINT}")
-        return self
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        try:
+            backend_class(value)
+        except PluginError as exc:
+            raise ValueError(str(exc)) from None
+        return normalised(value)
 
 
 class EvalSettings(_Section):
     split: Literal["search", "val"] = Field("search", description="what selection sees; test is never shown")
     limit: int | None = Field(None, ge=1, description="only the first N instances of the split")
     workers: int | None = Field(None, ge=1)
-
-
-class WorkloadSettings(_Section):
-    """What members are scored on: AHD heuristics in the sandbox, or agent episodes in an environment."""
-
-    kind: Literal["ahd", "agent"] = "ahd"
-    env: str | None = Field(None, description="agent environment (coevo tasks list); required for kind = agent")
-    horizon: int | None = Field(None, description="H of the environment (default: its shortest)")
-    episodes: int = Field(32, ge=1, description="search-split episodes per member and generation")
-    heldout: Literal["val", "test"] = Field("val", description="split scored before and after the run")
-    heldout_episodes: int | None = Field(None, ge=1, description="only the first N held-out episodes")
-    heldout_every: int | None = Field(
-        None, ge=1, description="also measure held-out success every N generations (a learning curve); None: never"
-    )
-
-    @field_validator("env")
-    @classmethod
-    def _absolute_env_path(cls, value: str | None) -> str | None:
-        from coevo.plugins import normalised
-
-        return None if value is None else normalised(value)
-
-    @model_validator(mode="after")
-    def _known_env(self) -> WorkloadSettings:
-        if self.kind == "agent":
-            from tasks.agents import UnknownEnvError, check_horizon, env_class
-
-            if self.env is None:
-                raise ValueError("workload.kind = 'agent' needs workload.env")
-            try:
-                cls = env_class(self.env)
-            except UnknownEnvError as exc:
-                raise ValueError(str(exc)) from None
-            check_horizon(cls, cls.horizons[0] if self.horizon is None else self.horizon)
-        elif self.env is not None or self.horizon is not None:
-            raise ValueError("workload.env and workload.horizon apply to workload.kind = 'agent' only")
-        return self
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this workload's members are, as the methods ask it (`coevo.workload.Capabilities`)."""
-        return EPISODES if self.kind == "agent" else HEURISTICS
-
-    @property
-    def agent_horizon(self) -> int:
-        from tasks.agents import env_class
-
-        return self.horizon or env_class(self.env).horizons[0]
 
 
 class RunConfig(_Section):
@@ -154,18 +118,24 @@ class RunConfig(_Section):
     es: ESSettings = ESSettings()
     llm: LLMSettings = LLMSettings()
     eval: EvalSettings = EvalSettings()
-    workload: WorkloadSettings = WorkloadSettings()
+    workload: SerializeAsAny[WorkloadSettings] = WorkloadSettings()
     settings: dict[str, Any] = Field(
         default_factory=dict, description="the method's own keys, checked by its settings model (below)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _workload_table(cls, data: Any) -> Any:
+        """The `[workload]` table as its kind's settings model (the kind's file path made absolute)."""
+        if isinstance(data, dict) and not isinstance(data.get("workload"), WorkloadSettings):
+            return {**data, "workload": workload_settings(data.get("workload", {}))}
+        return data
 
     @field_validator("method")
     @classmethod
     def _known_method(cls, value: str) -> str:
         """A built-in or registered name, or a file/module spec (a file's path made absolute); the
         class is loaded here, so a broken method fails before any model loads."""
-        from coevo.plugins import PluginError, normalised
-
         try:
             method_class(value)
         except PluginError as exc:
@@ -177,7 +147,6 @@ class RunConfig(_Section):
     def _known_task(cls, value: str | None) -> str | None:
         """A registered name, or a file/module spec (a file's path made absolute, so resume and Ray
         workers find it from any directory); the class must load and be a Task."""
-        from coevo.plugins import normalised
         from tasks import UnknownTaskError, task_class
 
         if value is None:
@@ -190,12 +159,12 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _method_fits_workload(self) -> RunConfig:
-        kind, capabilities = self.workload.kind, self.workload.capabilities
+        kind, capabilities = self.workload.kind, self.capabilities
         method = method_class(self.method)
         if not method.runs_on(capabilities):
             fitting = [name for name in METHODS if method_class(name).runs_on(capabilities)]
             raise ValueError(f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}")
-        if kind == "ahd" and self.task is None:
+        if capabilities.heuristics and self.task is None:
             raise ValueError("config key 'task' is required")
         if method.extra is not None and importlib.util.find_spec(method.extra[0]) is None:
             raise ValueError(
@@ -205,16 +174,12 @@ class RunConfig(_Section):
         return self
 
     @model_validator(mode="after")
-    def _weights_need_a_local_model(self) -> RunConfig:
-        if self.uses_weights and self.llm.api_base is not None:
-            raise ValueError(
-                f"method {self.method} evolves weights, but llm.api_base names a prompt-only server; "
-                "use a local model or a prompt-only method (sample, eoh)"
-            )
+    def _backend_runs_it(self) -> RunConfig:
+        check = getattr(backend_class(self.llm.backend), "check", None)
+        if check is not None:
+            check(self)
         if self.es.rank and self.llm.dtype == "bfloat16":
             raise ValueError("low-rank ES (es.rank > 0) moves float32 weights: set llm.dtype = 'float32' or 'auto'")
-        if self.es.rank and self.llm.backend == "vllm":
-            raise ValueError("the vLLM backend evolves full-rank members only: set es.rank = 0")
         if self.es.rank and self.es.scope == "full":
             raise ValueError("low-rank ES (es.rank > 0) evolves linear weights only: set es.scope = 'all_linear'")
         return self
@@ -228,15 +193,19 @@ class RunConfig(_Section):
         return self.llm.dtype
 
     @property
+    def capabilities(self) -> Capabilities:
+        """What this run's members are, as its workload class declares (`coevo.workload.Capabilities`)."""
+        return workload_class(self.workload.kind).capabilities
+
+    @property
     def uses_weights(self) -> bool:
         return method_class(self.method).uses_weights
 
     @property
     def subject(self) -> str:
-        """What the run works on, for names and progress lines: the AHD task, or the environment at H."""
-        if self.workload.kind == "agent":
-            return f"{self.workload.env}-H{self.workload.agent_horizon}"
-        return self.task
+        """What the run works on, for names and progress lines: the workload's subject (an environment at
+        H), else the task."""
+        return self.workload.subject or self.task
 
 
 def parse_assignment(text: str) -> tuple[list[str], Any]:
@@ -304,6 +273,44 @@ def check_settings(method: str, settings: dict[str, Any]) -> None:
         raise ValueError(f"config key {where!r}: {error['msg'].removeprefix('Value error, ')}") from None
 
 
+def workload_settings(table: Any) -> WorkloadSettings:
+    """The `[workload]` table validated by the model its kind's class declares; ValueError (one line)
+    naming an unknown kind (and the registered ones), the first key that is not the kind's (and the kind
+    that has it, or the key it is close to), or a value the model refuses."""
+    if not isinstance(table, dict):
+        raise ValueError("config key 'workload' must be a table")
+    kind = table.get("kind", WorkloadSettings.model_fields["kind"].default)
+    if not isinstance(kind, str):
+        raise ValueError(f"config key 'workload.kind': expected a name or spec, got {kind!r}")
+    try:
+        model = settings_model(kind)
+    except PluginError as exc:
+        raise ValueError(str(exc)) from None
+    for key in table:
+        if key not in model.model_fields:
+            hint = _workload_hint(key, kind, model)
+            raise ValueError(f"unknown config key 'workload.{key}' for workload {kind}{hint}")
+    try:
+        return model.model_validate({**table, "kind": normalised(kind)})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        message = error["msg"].removeprefix("Value error, ")
+        if not error["loc"]:
+            raise ValueError(message) from None
+        where = ".".join(str(part) for part in ("workload", *error["loc"]))
+        raise ValueError(f"config key {where!r}: {message}") from None
+
+
+def _workload_hint(key: str, kind: str, model: type[BaseModel]) -> str:
+    """The hint after an unknown `[workload]` key: the registered kinds that take it, else the key of
+    `kind` it is close to, else none."""
+    owners = [other for other in workload_kinds() if other != kind and key in settings_model(other).model_fields]
+    if owners:
+        return f" (a key of workload.kind = {', '.join(owners)})"
+    close = difflib.get_close_matches(key, list(model.model_fields), n=1)
+    return f" (did you mean 'workload.{close[0]}'?)" if close else ""
+
+
 def _whose(key: str, method: str, known: Iterable[str]) -> str:
     """The hint after an unknown `[settings]` key: the other methods that take it, else the key of
     `method` it is close to, else none."""
@@ -324,10 +331,17 @@ MOVED_TO_SETTINGS = {"coevo": None, "skills": None, "sample_batch": "batch"}
 name there (None: a table whose keys moved under their own names)."""
 
 
+FORMER_WORKLOAD_KEYS = ("env", "horizon", "episodes", "heldout", "heldout_episodes", "heldout_every")
+"""The keys every `[workload]` table held before each workload kind owned its keys; a stored run of a
+kind that does not take them holds their defaults, which it never read."""
+
+
 def from_stored(data: dict[str, Any]) -> dict[str, Any]:
-    """A stored run's config as this version reads it, so runs stored before the methods owned their
-    tables resume exactly: the keys of `MOVED_TO_SETTINGS` that the run's method reads move into its
-    `[settings]`; the others (defaults of tables that method never read) are dropped."""
+    """A stored run's config as this version reads it, so runs stored before the methods and workloads
+    owned their tables resume exactly: the keys of `MOVED_TO_SETTINGS` that the run's method reads move
+    into its `[settings]`; the others (defaults of tables that method never read) are dropped, as are the
+    `FORMER_WORKLOAD_KEYS` the run's workload kind does not take."""
+    data = _without_former_workload_keys(data)
     if not MOVED_TO_SETTINGS.keys() & data.keys():
         return data
     moved: dict[str, Any] = {}
@@ -340,6 +354,18 @@ def from_stored(data: dict[str, Any]) -> dict[str, Any]:
         keys = ()
     settings = {key: value for key, value in moved.items() if key in keys} | data.get("settings", {})
     return {key: value for key, value in data.items() if key not in MOVED_TO_SETTINGS} | {"settings": settings}
+
+
+def _without_former_workload_keys(data: dict[str, Any]) -> dict[str, Any]:
+    workload = data.get("workload")
+    if not isinstance(workload, dict) or not FORMER_WORKLOAD_KEYS & workload.keys():
+        return data
+    try:
+        known = settings_model(workload.get("kind", "ahd")).model_fields
+    except PluginError:  # a kind that no longer loads: validating the config says so
+        return data
+    kept = {key: value for key, value in workload.items() if key in known or key not in FORMER_WORKLOAD_KEYS}
+    return {**data, "workload": kept}
 
 
 def _did_you_mean(loc: tuple[str | int, ...]) -> str:
@@ -365,16 +391,26 @@ def load_config(path: Path, assignments: list[str] = ()) -> RunConfig:
 
 
 def plugin_paths_from(raw: dict[str, Any], directory: Path) -> dict[str, Any]:
-    """`raw` with the file specs of `task` and `workload.env` made absolute from `directory`."""
-    from coevo.plugins import normalised
-
+    """`raw` with the file specs (`path/to/file.py:Name`) of `task`, `llm.backend` and of any
+    `[workload]` key (its kind, an environment) made absolute from `directory`."""
     raw = dict(raw)
     if isinstance(raw.get("task"), str):
         raw["task"] = normalised(raw["task"], directory)
-    workload = raw.get("workload")
-    if isinstance(workload, dict) and isinstance(workload.get("env"), str):
-        raw["workload"] = {**workload, "env": normalised(workload["env"], directory)}
+    for table, keys in (("workload", None), ("llm", ("backend",))):
+        section = raw.get(table)
+        if isinstance(section, dict):
+            raw[table] = {
+                key: _file_spec_from(value, directory) if keys is None or key in keys else value
+                for key, value in section.items()
+            }
     return raw
+
+
+_FILE_SPEC = re.compile(r"\.py:[A-Za-z_]\w*$")
+
+
+def _file_spec_from(value: Any, directory: Path) -> Any:
+    return normalised(value, directory) if isinstance(value, str) and _FILE_SPEC.search(value) else value
 
 
 def read_toml(path: Path) -> dict[str, Any]:

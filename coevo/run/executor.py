@@ -5,14 +5,20 @@ sampling seed (a heuristic's) are bound to its index, its weights to (ES step, s
 same run played here or on workers stores the same rewards and ends at the same weights, and a run
 started on one executor may be resumed on the other. The driver stays the only writer of the run store;
 an executor only hands evaluations (and the heuristics its workers wrote) back.
+
+Executors are plugins: `--executor NAME` is a name registered under the entry-point group
+``coevo.executors`` (coevo registers ``local`` and ``ray``), or ``path/to/file.py:Class`` /
+``package.module:Class``. An executor class declares ``extra`` (None, or the (module, extra) it needs
+installed) and ``from_config(config, address)``.
 """
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from coevo.plugins import PluginError, load
 from coevo.run.config import ConfigError
 from coevo.workload import Evaluation, Member, Workload
 
@@ -21,8 +27,7 @@ if TYPE_CHECKING:
     from coevo.run.config import RunConfig
     from coevo.run.proposals import ProposalJob, ProposedMember
 
-ExecutorName = Literal["local", "ray"]
-EXECUTORS: tuple[ExecutorName, ...] = ("local", "ray")
+GROUP = "coevo.executors"
 
 
 class Executor(Protocol):
@@ -61,6 +66,12 @@ class Executor(Protocol):
 class LocalExecutor:
     """Every member in the driver's own process, through the workload itself."""
 
+    extra = None
+
+    @classmethod
+    def from_config(cls, config: RunConfig, address: str | None = None) -> LocalExecutor:
+        return cls()
+
     def evaluate(
         self,
         workload: Workload,
@@ -85,22 +96,22 @@ class LocalExecutor:
         """Nothing to release."""
 
 
-def check_executor(name: str) -> None:
-    """Fail in one line, before any model loads, when executor `name` cannot run here."""
-    if name not in EXECUTORS:
-        raise ConfigError(f"unknown executor {name!r}; choose one of: {', '.join(EXECUTORS)}")
-    if name == "local":
-        return
-    if importlib.util.find_spec("ray") is None:
-        raise ConfigError("--executor ray needs the ray extra: pip install 'coevo[ray]'")
+def executor_class(name: str) -> type:
+    """The class of executor `name`; ConfigError (one line) before any model loads when it is unknown
+    (listing the registered ones), cannot load, or needs an extra that is not installed here."""
+    try:
+        cls = load(GROUP, name, "executor")
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from None
+    if not callable(getattr(cls, "from_config", None)):
+        raise ConfigError(f"executor {name!r}: {cls.__qualname__} is not an executor (it needs from_config)")
+    extra = getattr(cls, "extra", None)
+    if extra is not None and importlib.util.find_spec(extra[0]) is None:
+        raise ConfigError(f"--executor {name} needs the {extra[1]} extra: pip install 'coevo[{extra[1]}]'")
+    return cls
 
 
 def open_executor(name: str, config: RunConfig, address: str | None = None) -> Executor:
-    """The executor `name` for a run of `config` (`address`: an existing Ray cluster, else RAY_ADDRESS
-    or a local one); opened before the run's store, so a cluster that cannot be joined leaves nothing."""
-    check_executor(name)
-    if name == "local":
-        return LocalExecutor()
-    from coevo.run.ray_executor import RayExecutor
-
-    return RayExecutor(config, address)
+    """The executor `name` for a run of `config` (`address`: a cluster to join, for executors that
+    join one); opened before the run's store, so a cluster that cannot be joined leaves nothing."""
+    return executor_class(name).from_config(config, address)

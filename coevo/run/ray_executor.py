@@ -72,7 +72,7 @@ class MemberReplica:
         from tasks import get_task
 
         config = validate(config_data)
-        episodes = config.workload.capabilities.episodes
+        episodes = config.capabilities.episodes
         llm = loaded_llm(config, threads) if episodes or config.uses_weights else None
         self.host = build_host(llm, config) if llm is not None and config.uses_weights else None
         self.workload: AgentWorkload | AHDWorkload = build_workload(config, llm, self.host)
@@ -135,6 +135,13 @@ def loaded_llm(config: RunConfig, threads: int) -> LLM:
 
 class RayExecutor:
     """Members on `workers` Ray actors (default: one per CPU of the cluster), scheduled as they come free."""
+
+    extra = ("ray", "ray")
+
+    @classmethod
+    def from_config(cls, config: RunConfig, address: str | None = None) -> RayExecutor:
+        """Workers on the cluster at `address`, else RAY_ADDRESS, else a local instance."""
+        return cls(config, address)
 
     def __init__(
         self,

@@ -1,0 +1,46 @@
+"""Which class builds each workload kind: workloads are plugins, coevo's own included.
+
+`[workload] kind` is a name registered under the entry-point group ``coevo.workloads`` (coevo registers
+``ahd`` and ``agent`` there, as any installed package can), or ``path/to/file.py:Class`` /
+``package.module:Class``. A workload class declares
+  * ``settings_model``: its `[workload]` keys beyond `kind`, a subclass of
+    `coevo.workload.WorkloadSettings` (None: no keys of its own);
+  * ``capabilities``: what its members are (`coevo.workload.Capabilities`), which the methods ask;
+  * ``from_config(config, llm, host, cache_dir)``: the workload a run of `config` scores on.
+The config checks the table with the model and the runner and Ray workers build through
+`coevo.run.build.build_workload`, so nothing else names a kind.
+"""
+
+from __future__ import annotations
+
+from coevo.plugins import PluginError, load, registered
+from coevo.workload import Capabilities, WorkloadSettings
+
+GROUP = "coevo.workloads"
+
+
+def workload_kinds() -> tuple[str, ...]:
+    """Every kind a config may name without a spec (registered in ``coevo.workloads``)."""
+    return tuple(registered(GROUP))
+
+
+def workload_class(kind: str) -> type:
+    """The class of workload `kind`; PluginError (one line, listing the registered kinds for an unknown
+    name) when it cannot be found, loaded, or is not a workload class."""
+    cls = load(GROUP, kind, "workload")
+    model = getattr(cls, "settings_model", None)
+    if not (
+        callable(getattr(cls, "from_config", None))
+        and isinstance(getattr(cls, "capabilities", None), Capabilities)
+        and (model is None or (isinstance(model, type) and issubclass(model, WorkloadSettings)))
+    ):
+        raise PluginError(
+            f"workload {kind!r}: {cls.__qualname__} is not a workload class (it needs capabilities, "
+            "from_config and settings_model: None or a subclass of coevo.workload.WorkloadSettings)"
+        )
+    return cls
+
+
+def settings_model(kind: str) -> type[WorkloadSettings]:
+    """The model of workload `kind`'s `[workload]` table (`kind` alone where the class declares none)."""
+    return workload_class(kind).settings_model or WorkloadSettings
