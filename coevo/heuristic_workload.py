@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from coevo.evaluate.evaluator import EvalResult, Evaluator
 from coevo.operators.fingerprint import code_fingerprint
 from coevo.operators.records import direction
+from coevo.run.build import configured_evaluator
 from coevo.workload import HEURISTICS, Evaluation, Member
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from coevo.es.protocols import WeightsHost
     from coevo.llm.base import LLM
     from coevo.run.config import RunConfig
-    from tasks.base import SplitName
 
 
 class AHDWorkload:
@@ -92,9 +92,3 @@ class AHDWorkload:
             gap_pct=result.gap_pct,
             seconds=result.seconds,
         )
-
-
-def configured_evaluator(config: RunConfig, split: SplitName, cache_dir: Path | None = None) -> Evaluator:
-    """The evaluator of `config.task` on `split` under the run's eval settings (instance limit, workers)."""
-    settings = config.eval
-    return Evaluator(config.task, split, limit=settings.limit, workers=settings.workers, cache_dir=cache_dir)

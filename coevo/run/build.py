@@ -9,12 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from coevo.es.protocols import WeightsHost
+from coevo.evaluate.evaluator import Evaluator
 from coevo.llm.base import LLM, WeightsBackend
 from coevo.plugins import PluginError
 from coevo.run.backend_registry import backend_class
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.workload_registry import workload_class
 from coevo.workload import Workload
+from tasks.base import SplitName
 
 
 def build_workload(
@@ -23,6 +25,12 @@ def build_workload(
     """The workload a run's `[workload]` table names, built by its class from the config, played or
     written by `llm` under `host`'s weights (`cache_dir`: where it may cache verdicts)."""
     return workload_class(config.workload.kind).from_config(config, llm, host, cache_dir)
+
+
+def configured_evaluator(config: RunConfig, split: SplitName, cache_dir: Path | None = None) -> Evaluator:
+    """The evaluator of `config.task` on `split` under the run's eval settings (instance limit, workers)."""
+    settings = config.eval
+    return Evaluator(config.task, split, limit=settings.limit, workers=settings.workers, cache_dir=cache_dir)
 
 
 def build_host(llm: LLM, config: RunConfig) -> WeightsHost:

@@ -30,8 +30,6 @@ from coevo.run.proposals import ProposalJob, ProposedMember, propose_member
 from coevo.workload import Evaluation, Member, ScoresCode, Workload
 
 if TYPE_CHECKING:
-    from coevo.agent_workload import AgentWorkload
-    from coevo.heuristic_workload import AHDWorkload
     from coevo.llm.base import LLM
 
 MAX_ATTEMPTS = 5
@@ -75,7 +73,7 @@ class MemberReplica:
         episodes = config.capabilities.episodes
         llm = loaded_llm(config, threads) if episodes or config.uses_weights else None
         self.host = build_host(llm, config) if llm is not None and config.uses_weights else None
-        self.workload: AgentWorkload | AHDWorkload = build_workload(config, llm, self.host)
+        self.workload = build_workload(config, llm, self.host)
         self.operators: EoHOperators | None = None
         """The AHD ES operators (None without ES or on the agent workload); a job's sampling and templates
         override theirs."""

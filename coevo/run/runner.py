@@ -31,13 +31,12 @@ from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import ScheduleConfig
 from coevo.es.update_log import HISTORY_FILENAME
 from coevo.evaluate.evaluator import Evaluator
-from coevo.heuristic_workload import configured_evaluator
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.ledger import BudgetLedger
 from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.population import Population, PromptVariant
-from coevo.run.build import build_host, build_workload
+from coevo.run.build import build_host, build_workload, configured_evaluator
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.executor import Executor, LocalExecutor
 from coevo.run.heldout import SuccessRate, heldout_success
