@@ -127,7 +127,7 @@ class RunConfig(_Section):
     @classmethod
     def _workload_table(cls, data: Any) -> Any:
         """The `[workload]` table as its kind's settings model (the kind's file path made absolute)."""
-        if isinstance(data, dict) and not isinstance(data.get("workload"), WorkloadSettings):
+        if isinstance(data, dict):
             return {**data, "workload": workload_settings(data.get("workload", {}))}
         return data
 
@@ -277,6 +277,8 @@ def workload_settings(table: Any) -> WorkloadSettings:
     """The `[workload]` table validated by the model its kind's class declares; ValueError (one line)
     naming an unknown kind (and the registered ones), the first key that is not the kind's (and the kind
     that has it, or the key it is close to), or a value the model refuses."""
+    if isinstance(table, WorkloadSettings):  # built in Python: checked as its kind's table, like a file's
+        table = table.model_dump(exclude_unset=True) | {"kind": table.kind}
     if not isinstance(table, dict):
         raise ValueError("config key 'workload' must be a table")
     kind = table.get("kind", WorkloadSettings.model_fields["kind"].default)
