@@ -201,3 +201,21 @@ def test_a_problem_whose_seed_fails_it_stops_the_run_in_one_line_leaving_nothing
     assert code == 2 and last.startswith("coevo: error: task ") and "Traceback" not in err
     assert "its seed heuristic fails on its own search instances" in last and "broken_seed.py:MyTSP" in last
     assert not (tmp_path / "runs").exists(), "nothing half-written is left behind"
+
+
+@pytest.mark.parametrize(
+    ("subject", "method", "expected"),
+    [
+        ("/tmp/x/problem.py:LoadBalance", "eoh", "LoadBalance-eoh-s3-"),
+        ("/tmp/x/guess.py:GuessNumber-H1", "es", "GuessNumber-H1-es-s3-"),
+        ("tsp_construct", "eoh+es", "tsp_construct-eoh_es-s3-"),
+        ("gridnav-H2", "/tmp/m.py:HillClimb", "gridnav-H2-HillClimb-s3-"),
+    ],
+)
+def test_a_run_named_by_a_plugin_spec_lands_under_runs(subject, method, expected):
+    from types import SimpleNamespace
+
+    from coevo.run.session import default_run_dir
+
+    path = default_run_dir(SimpleNamespace(subject=subject, method=method, seed=3))
+    assert path.parent == Path("runs") and path.name.startswith(expected) and ":" not in path.name

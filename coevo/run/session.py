@@ -6,6 +6,7 @@ unreadable run directory) all raise `ConfigError` or `StoreError` before any exp
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -19,8 +20,12 @@ from coevo.run.store import RunStore
 COMPUTE_DTYPE_KEY = "compute_dtype"
 """Run-store meta key: the float type the run's in-process model computed in."""
 def default_run_dir(config: RunConfig) -> Path:
+    """runs/<subject>-<method>-s<seed>-<time>: a subject named by a plugin spec (path/file.py:Class)
+    contributes its class name, so the run lands under runs/ whatever the spec's path."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{config.subject}-{config.method.replace('+', '_')}-s{config.seed}-{stamp}"
+    subject = re.sub(r"[^\w.-]+", "_", config.subject.rpartition(":")[2])
+    method = re.sub(r"[^\w.-]+", "_", config.method.rpartition(":")[2])
+    return Path("runs") / f"{subject}-{method}-s{config.seed}-{stamp}"
 
 
 def start_run(
