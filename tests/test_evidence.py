@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from test_agent_es import CONFIG as AGENT_CONFIG
+
 from coevo.cli import main as coevo
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "experiments" / "evidence"
@@ -14,24 +16,12 @@ sys.path.insert(0, str(EVIDENCE))
 import agent_run  # noqa: E402
 import summary  # noqa: E402
 
-CONFIG = """
-method = "es"
-model = "tiny_lm:build_tiny_agent"
-budget = 12
-seed = 1
-population_size = 4
-[es]
-sigma = 0.5
-alpha = 0.1
-[workload]
-kind = "agent"
-env = "gridnav-dense"
-horizon = 2
-episodes = 2
-heldout = "test"
-heldout_episodes = 5
-heldout_every = 1
-"""
+CONFIG = (
+    AGENT_CONFIG.replace("budget = 8", "budget = 12")
+    .replace('env = "gridnav"', 'env = "gridnav-dense"')
+    .replace("episodes = 4", "episodes = 2")
+    .replace("heldout_episodes = 6", 'heldout = "test"\nheldout_episodes = 5\nheldout_every = 1')
+)
 
 
 def test_a_finished_run_is_recorded_paired_by_episode_with_its_curve(tmp_path: Path, one_torch_thread) -> None:

@@ -15,6 +15,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 from scripted_llm import ScriptedLLM
+from test_agent_es import CONFIG as AGENT_CONFIG
 
 from coevo.es.hosts import module_host
 from coevo.run.config import load_config
@@ -133,22 +134,12 @@ def test_a_four_trial_study_runs_each_trial_from_the_base_weights_and_exports_th
     assert "optuna-dashboard" in out and "4 complete" in out
 
 
-AGENT = """
-method = "es"
-model = "tiny_lm:build_tiny_agent"
-budget = 4
-seed = 1
-population_size = 4
-[es]
-sigma = 0.5
-alpha = 0.1
-[workload]
-kind = "agent"
-env = "gridnav-dense"
-horizon = 2
-episodes = 2
-heldout_episodes = 3
-"""
+AGENT = (
+    AGENT_CONFIG.replace("budget = 8", "budget = 4")
+    .replace('env = "gridnav"', 'env = "gridnav-dense"')
+    .replace("episodes = 4", "episodes = 2")
+    .replace("heldout_episodes = 6", "heldout_episodes = 3")
+)
 
 
 def test_a_study_on_episodes_is_worth_held_out_success_and_tunes_the_episodes(tmp_path: Path, capsys) -> None:
