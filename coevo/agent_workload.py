@@ -50,6 +50,9 @@ class AgentSettings(WorkloadSettings):
     heldout_every: int | None = Field(
         None, ge=1, description="also measure held-out success every N generations (a learning curve); None: never"
     )
+    temperature: float = Field(
+        AGENT_SAMPLING.temperature, ge=0, description="the policy's sampling temperature per turn; 0: greedy decoding"
+    )
 
     @field_validator("env")
     @classmethod
@@ -118,6 +121,7 @@ class AgentWorkload:
             window=settings.episodes,
             heldout=settings.heldout,
             heldout_limit=settings.heldout_episodes,
+            sampling=replace(AGENT_SAMPLING, temperature=settings.temperature),
         )
 
     def __post_init__(self) -> None:

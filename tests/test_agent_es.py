@@ -85,6 +85,22 @@ def test_a_member_is_scored_per_episode_under_its_own_weights_and_prompt(one_tor
     assert third.trajectories != first.trajectories
 
 
+def test_workload_temperature_zero_decodes_greedily_so_members_differ_only_by_weights(tmp_path, one_torch_thread):
+    def actions(temperature: str) -> list[tuple[str, ...]]:
+        text = CONFIG + (f"temperature = {temperature}\n" if temperature else "")
+        config = load_config(_toml(tmp_path, text))
+        workload = AgentWorkload.from_config(config, build_tiny_agent())
+        played = workload.evaluate([Member(""), Member("")], traces=True)
+        return [tuple(turn.action for t in e.trajectories for turn in t.turns) for e in played]
+
+    first, second = actions("0")
+    assert first == second, "greedy: the member's index no longer changes what it plays"
+    sampled_first, sampled_second = actions("")
+    assert sampled_first != sampled_second, "sampled (the default 0.7): each index samples its own stream"
+    with pytest.raises(ConfigError, match="workload.temperature"):
+        load_config(_toml(tmp_path, CONFIG + "temperature = -1\n"))
+
+
 def test_the_prompt_text_precedes_every_observation():
     seen: list[str] = []
 
