@@ -83,3 +83,25 @@ def test_the_paired_figures_are_computed_from_the_outcomes() -> None:
 
 def test_the_committed_results_page_is_what_the_evidence_file_gives() -> None:
     assert summary.main(["--check"]) == 0, "run: python experiments/evidence/summary.py"
+
+
+def test_a_study_is_recorded_trial_by_trial_with_what_stopped_it(tmp_path: Path) -> None:
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "journal.log")))
+    study = optuna.create_study(study_name="gridnav_tune", storage=storage, direction="maximize")
+    done = study.ask({"alpha": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)})
+    done.set_user_attr("heldout_before", "3/32")
+    done.set_user_attr("heldout_after", "5/32")
+    study.tell(done, 5 / 32)
+    failed = study.ask()
+    failed.set_user_attr("error", "RuntimeError: out of memory")
+    study.tell(failed, state=optuna.trial.TrialState.FAIL)
+    study.ask()  # left running, as a study stopped mid-trial leaves it
+    trials = agent_run.tune_record(tmp_path, "experiments/evidence/gridnav_tune.toml")
+    assert [t["state"] for t in trials] == ["complete", "fail: RuntimeError: out of memory", "stopped unfinished"]
+    assert trials[0]["before"] == "3/32" and trials[0]["after"] == "5/32" and "alpha" in trials[0]["params"]
+    table = summary.tune_section(trials)
+    assert "3/32 -> 5/32 | complete" in table and "| - | stopped unfinished |" in table

@@ -67,12 +67,18 @@ def tune_record(directory: Path, config: str) -> list[dict[str, object]]:
             "params": trial.params,
             "before": trial.user_attrs.get("heldout_before"),
             "after": trial.user_attrs.get("heldout_after"),
-            "state": trial.state.name.lower()
-            + (f": {trial.user_attrs['error']}" if "error" in trial.user_attrs else ""),
+            "state": _ended(trial),
             "command": command,
         }
         for trial in study.trials
     ]
+
+
+def _ended(trial) -> str:
+    """How a trial ended, in words: a trial still marked running was stopped with its study."""
+    if trial.state.name == "RUNNING":
+        return "stopped unfinished"
+    return trial.state.name.lower() + (f": {trial.user_attrs['error']}" if "error" in trial.user_attrs else "")
 
 
 def merge(key: str, value: object, path: Path = RESULTS) -> None:
