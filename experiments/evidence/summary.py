@@ -112,6 +112,7 @@ def render(evidence: dict[str, Any]) -> str:
             HEADER,
             speed_section(evidence.get("speedup")),
             gridnav + ("\n" + tune_section(evidence.get("gridnav_tune")) if evidence.get("gridnav_tune") else ""),
+            paired_episodes("ES on gridnav with greedy decoding", evidence.get("gridnav_greedy"), "gridnav_greedy.png"),
             paired_episodes("GRPO at the same episodes", evidence.get("grpo"), "grpo.png"),
             bpp_section(evidence.get("bpp_online")),
         ]
