@@ -4,6 +4,7 @@ from the evidence file (and is not stale)."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from coevo.cli import main as coevo
 EVIDENCE = Path(__file__).resolve().parents[1] / "experiments" / "evidence"
 sys.path.insert(0, str(EVIDENCE))
 import agent_run  # noqa: E402
+import bpp_pairs  # noqa: E402
 import summary  # noqa: E402
 
 CONFIG = (
@@ -105,3 +107,35 @@ def test_a_study_is_recorded_trial_by_trial_with_what_stopped_it(tmp_path: Path)
     assert trials[0]["before"] == "3/32" and trials[0]["after"] == "5/32" and "alpha" in trials[0]["params"]
     table = summary.tune_section(trials)
     assert "3/32 -> 5/32 | complete" in table and "| - | stopped unfinished |" in table
+
+
+def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tmp_path: Path) -> None:
+    """Each finished run's answer is validated once (stored in the run) and scored on test; a seed whose
+    three runs have not all finished stays pending instead of entering a pair."""
+    from grid import main as run_grid  # importable once bpp_pairs is: experiments/ is on the path
+
+    from coevo.evaluate.evaluator import Evaluator
+    from coevo.run.store import RunStore
+
+    out = tmp_path / "grid"
+    args = ["--tasks", "bpp_online", "--methods", "eoh", "eoh+es", "coevo", "--budgets", "24", "--seeds", "0", "1"]
+    tiny = ["--scale", "0.5", "--model", "scripted_llm:build", "--eval-limit", "3", "--out", str(out)]
+    assert run_grid([*args, *tiny]) == 0
+    shutil.rmtree(bpp_pairs.Setting("bpp_online", "coevo", 24, 1).run_dir(out))
+    results = tmp_path / "results.json"
+    assert bpp_pairs.main([str(out), "--budget", "24", "--seeds", "0", "1", "--results", str(results)]) == 0
+    record = json.loads(results.read_text())["bpp_online"]
+    assert (record["seeds"], record["pending"]) == ([0], [1])
+    assert set(record["runs"]["eoh"]) == {"0", "1"} and set(record["runs"]["coevo"]) == {"0"}
+    store = RunStore.open(bpp_pairs.Setting("bpp_online", "eoh+es", 24, 0).run_dir(out))
+    validation, (answer, chosen_on) = store.validation(), store.answer()
+    store.close()
+    figures = record["runs"]["eoh+es"]["0"]
+    assert chosen_on == "val" and figures["key"] == answer.key and figures["val"] == validation["best"]["gap_pct"]
+    with Evaluator("bpp_online", "test", limit=3, workers=1) as evaluator:
+        assert figures["test"] == evaluator.evaluate(answer.code).gap_pct
+    assert figures["updates"] >= 1 and record["runs"]["eoh"]["0"]["updates"] == 0
+    eoh = record["runs"]["eoh"]["0"]
+    assert record["pairs"]["eoh+es vs eoh"] == [[figures["val"], eoh["val"]]]
+    assert record["test_pairs"]["coevo vs eoh"] == [[record["runs"]["coevo"]["0"]["test"], eoh["test"]]]
+    assert "all three runs finished on seeds 0 (n = 1)" in summary.bpp_section(record)

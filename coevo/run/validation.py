@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from coevo.candidate import Candidate, fitness_of
+from coevo.evaluate.evaluator import Evaluator
 from coevo.run.runner import Runner
+from coevo.run.store import RunStore
 from tasks.base import SplitName
 
 
@@ -71,22 +73,28 @@ class Validation:
 
 def validate_best(runner: Runner, split: SplitName = "val") -> Validation:
     """Score the run's best distinct heuristics on `split`, keep the best there; store and return it."""
-    ranked = sorted((c for _, c in runner.store.candidates() if c.valid), key=lambda c: c.fitness, reverse=True)
+    with runner.evaluator_for(split) as evaluator:
+        return validate_stored(runner.store, runner.config.finalists, evaluator)
+
+
+def validate_stored(store: RunStore, finalists: int, evaluator: Evaluator) -> Validation:
+    """`validate_best` on a stored run, without its model: what a script needs to pick the answer of
+    runs that stopped before validating (a grid's)."""
+    ranked = sorted((c for _, c in store.candidates() if c.valid), key=lambda c: c.fitness, reverse=True)
     distinct: dict[str, Candidate] = {}
     for candidate in ranked:  # one per key, its best-ranked copy
         distinct.setdefault(candidate.key, candidate)
-    finalists = list(distinct.values())[: runner.config.finalists]
-    codes = [runner.task.seed_code(), *(c.code for c in finalists)]
-    with runner.evaluator_for(split) as evaluator:
-        seed, *results = [r.to_json() for r in evaluator.evaluate_many(codes)]
-    scored = [(c, r) for c, r in zip(finalists, results, strict=True) if r["valid"]]
-    chosen = max(scored, key=lambda pair: fitness_of(pair[1]["objective"], runner.task.sense), default=None)
+    chosen_from = list(distinct.values())[:finalists]
+    codes = [evaluator.task.seed_code(), *(c.code for c in chosen_from)]
+    seed, *results = [r.to_json() for r in evaluator.evaluate_many(codes)]
+    scored = [(c, r) for c, r in zip(chosen_from, results, strict=True) if r["valid"]]
+    chosen = max(scored, key=lambda pair: fitness_of(pair[1]["objective"], evaluator.task.sense), default=None)
     validation = Validation(
-        split,
+        evaluator.split,
         None if chosen is None else chosen[1],
         seed,
         None if chosen is None else chosen[0].key,
-        max(len(finalists), 1),
+        max(len(chosen_from), 1),
     )
-    runner.store.set_meta("validation", json.dumps(asdict(validation)))
+    store.set_meta("validation", json.dumps(asdict(validation)))
     return validation

@@ -35,13 +35,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rounds import alternate, ratio_summary, target_line
+
 from coevo.agent_workload import AgentWorkload
 from coevo.candidate import WeightsRef
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.llm.base import AGENT_SAMPLING
 from coevo.llm.hf import HFBackend
 from coevo.workload import Member
-from rounds import alternate, ratio_summary, target_line
 from tasks.agents import llm_policy, rollout
 from tasks.agents.splits import split_seeds
 
@@ -55,7 +56,8 @@ BASELINE_REV = "38c808534caa9df969145934f611756618a748bc"
 """The last commit before the compute dtype choice, the stop at the end of a one-line action and the lean
 decode loop: "today's" path of issue 32."""
 REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "experiments" / "evidence" / "results.json"
+sys.path.insert(0, str(REPO / "experiments" / "evidence"))
+from evidence_file import RESULTS, merge, read  # noqa: E402  (the evidence folder is not a package)
 
 
 @dataclass(frozen=True)
@@ -252,17 +254,16 @@ def _copy_built_extensions(source: Path, target: Path) -> None:
 
 def record_speedup(results: dict[str, object], path: Path = RESULTS) -> None:
     """Merge the speed-ups into the evidence file, keeping whatever else it holds."""
-    evidence = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    evidence["speedup"] = {
-        **evidence.get("speedup", {}),
-        "agent_generation": round(results["agent_generation"], 3),
-        "agent_generation_fp32": round(results["agent_generation_fp32"], 3),
-        "cpu_has_native_bf16": results["cpu_has_native_bf16"],
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_suffix(".json.tmp")
-    staging.write_text(json.dumps(evidence, indent=2) + "\n", encoding="utf-8")
-    staging.replace(path)
+    merge(
+        "speedup",
+        {
+            **read("speedup", path),
+            "agent_generation": round(results["agent_generation"], 3),
+            "agent_generation_fp32": round(results["agent_generation_fp32"], 3),
+            "cpu_has_native_bf16": results["cpu_has_native_bf16"],
+        },
+        path,
+    )
 
 
 SPEEDUP_TARGETS: dict[str, tuple[str, float]] = {"agent_generation": (">=", 1.5), "agent_generation_fp32": (">=", 1.5)}

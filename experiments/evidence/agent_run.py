@@ -12,16 +12,16 @@ The other keys of the file are kept.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from evidence_file import RESULTS, merge
 
 from coevo.run.heldout import SuccessRate, measured_curve
 from coevo.run.learning_curve import curve_figure, training_rewards
 from coevo.run.store import RunStore, StoreError
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results.json"
 
 
 def run_record(run_dir: Path, config: str) -> tuple[dict[str, object], list[SuccessRate], list]:
@@ -79,15 +79,6 @@ def _ended(trial) -> str:
     if trial.state.name == "RUNNING":
         return "stopped unfinished"
     return trial.state.name.lower() + (f": {trial.user_attrs['error']}" if "error" in trial.user_attrs else "")
-
-
-def merge(key: str, value: object, path: Path = RESULTS) -> None:
-    """Write `value` under `key` in the evidence file, keeping its other keys (atomically)."""
-    evidence = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    evidence[key] = value
-    staging = path.with_suffix(".tmp")
-    staging.write_text(json.dumps(evidence, indent=2) + "\n", encoding="utf-8")
-    staging.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
+
+from evidence_file import RESULTS
 
 from coevo.stats import compare_paired, wilcoxon_signed_rank, wilson_interval
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results.json"
-PAGE = HERE.parent / "RESULTS.md"
+PAGE = RESULTS.parent.parent / "RESULTS.md"
 
 HEADER = """# What coevo's evolution measurably changes
 
@@ -94,14 +93,26 @@ def tune_section(trials: list[dict[str, Any]] | None) -> str:
 
 
 def bpp_section(record: dict[str, Any] | None) -> str:
-    if not record:
-        return "## Co-evolution against prompt-only on bpp_online\n\nNot run yet.\n"
-    lines = ["## Co-evolution against prompt-only on bpp_online", ""]
-    lines.append(f"{len(record['seeds'])} seeds, {record['updates']} ES updates per run; val gap (lower is better):")
-    lines.append("")
-    for name, pairs in record["pairs"].items():
-        comparison = compare_paired([b - a for a, b in pairs])  # a gap lower than the baseline's is a win
-        lines.append(f"- {name}: {comparison.sentence()}")
+    """Each ES arm against eoh of the same seed, on the gap of the run's answer (lower is better)."""
+    title = "## Co-evolution against prompt-only on bpp_online"
+    if not record or not record["seeds"]:
+        pending = f" ({len(record['pending'])} seeds under way)" if record else ""
+        return f"{title}\n\nNot run yet{pending}.\n"
+    lines = [
+        title,
+        "",
+        f"`{record['command']}`, then `python experiments/evidence/bpp_pairs.py runs/bpp_evidence`:"
+        f" all three runs finished on seeds {', '.join(map(str, record['seeds']))} (n = {len(record['seeds'])}),"
+        f" at least {record['updates']} ES updates per ES run. Each run's answer is its finalists' best on val;"
+        " a win is a lower gap than eoh's on the same seed.",
+        "",
+    ]
+    for split, key in (("val", "pairs"), ("test", "test_pairs")):
+        for name, pairs in record[key].items():
+            comparison = compare_paired([b - a for a, b in pairs])
+            lines.append(f"- {name}, {split} gap: {comparison.sentence()}")
+    if record["pending"]:
+        lines += ["", f"Seeds still running: {record['pending']}."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,118 @@
+"""Record the bpp_online evidence grid in the evidence file: each seed's three runs (eoh, eoh+es, coevo)
+scored by their answer's gap on val and on test, and each ES arm paired with eoh of the same seed.
+
+    python experiments/grid.py --tasks bpp_online --methods eoh eoh+es coevo --budgets 168 \\
+        --seeds 0 1 2 3 4 --model qwen-coder-0.5b --set population_size=4 --set es.rank=4 \\
+        --set es.scope=all_linear --out runs/bpp_evidence
+    python experiments/evidence/bpp_pairs.py runs/bpp_evidence --budget 168
+
+A run's answer is picked as `coevo run` picks it: its best distinct heuristics on search, scored on val,
+the best there (a grid run stops before that step, so it is done here once and stored in the run).
+The answer is then scored on test, which nothing chose on. A seed counts once all three of its runs
+have finished; the others are listed as pending and the grid resumes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from evidence_file import RESULTS, merge
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from grid import Setting  # noqa: E402  (experiments/ is not a package)
+
+from coevo.run.build import configured_evaluator
+from coevo.run.config import from_stored, validate
+from coevo.run.store import RunStore, StoreError
+from coevo.run.validation import validate_stored
+
+HERE = Path(__file__).resolve().parent
+TASK = "bpp_online"
+BASELINE = "eoh"
+TREATMENTS = ("eoh+es", "coevo")
+COMMAND = (
+    "python experiments/grid.py --tasks bpp_online --methods eoh eoh+es coevo --budgets {budget} "
+    "--seeds {seeds} --model qwen-coder-0.5b --set population_size=4 --set es.rank=4 "
+    "--set es.scope=all_linear --out runs/bpp_evidence"
+)
+
+
+def run_figures(run_dir: Path) -> dict[str, Any] | None:
+    """A finished run's answer as gaps on val and test, and its ES updates; None while it is unfinished."""
+    store = RunStore.open(run_dir)
+    try:
+        if store.status() != "finished":
+            return None
+        config = validate(from_stored(store.config))
+        cache = run_dir / "eval-cache"
+        validation = store.validation()
+        if validation is None or validation["split"] != "val":
+            with configured_evaluator(config, "val", cache) as evaluator:
+                validation = asdict(validate_stored(store, config.finalists, evaluator))
+        if validation["best_key"] is None:
+            raise StoreError(f"{run_dir}: no finalist is valid on val")
+        answer, _ = store.answer()
+        with configured_evaluator(config, "test", cache) as evaluator:
+            test = evaluator.evaluate(answer.code)
+        return {
+            "key": answer.key,
+            "val": validation["best"]["gap_pct"],
+            "test": test.gap_pct,
+            "updates": len(store.es_records()),
+        }
+    finally:
+        store.close()
+
+
+def grid_record(out: Path, budget: int, seeds: list[int]) -> dict[str, Any]:
+    """The evidence object: per arm and seed its figures, and the val and test pairs of complete seeds."""
+    runs: dict[str, dict[str, Any]] = {}
+    for method in (BASELINE, *TREATMENTS):
+        for seed in seeds:
+            run_dir = Setting(task=TASK, budget=budget, method=method, seed=seed).run_dir(out)
+            figures = run_figures(run_dir) if (run_dir / "run.sqlite").exists() else None
+            if figures is not None:
+                runs.setdefault(method, {})[str(seed)] = figures
+    complete = [s for s in seeds if all(str(s) in runs.get(m, {}) for m in (BASELINE, *TREATMENTS))]
+
+    def pairs(split: str) -> dict[str, list[list[float]]]:
+        return {
+            f"{method} vs {BASELINE}": [[runs[method][str(s)][split], runs[BASELINE][str(s)][split]] for s in complete]
+            for method in TREATMENTS
+        }
+
+    updates = [runs[m][str(s)]["updates"] for m in TREATMENTS for s in complete]
+    return {
+        "command": COMMAND.format(budget=budget, seeds=" ".join(map(str, seeds))),
+        "seeds": complete,
+        "pending": [s for s in seeds if s not in complete],
+        "updates": min(updates, default=0),
+        "pairs": pairs("val"),
+        "test_pairs": pairs("test"),
+        "runs": runs,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="the grid's --out directory")
+    parser.add_argument("--budget", type=int, default=168)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    try:
+        record = grid_record(args.out, args.budget, args.seeds)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    merge(TASK, record, args.results)
+    print(f"{TASK}: {len(record['seeds'])} complete seeds, pending {record['pending']}, {record['updates']} ES updates")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
