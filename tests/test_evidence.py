@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from test_agent_es import CONFIG as AGENT_CONFIG
 
 from coevo.cli import main as coevo
@@ -17,6 +19,7 @@ sys.path.insert(0, str(EVIDENCE))
 import agent_run  # noqa: E402
 import bpp_pairs  # noqa: E402
 import summary  # noqa: E402
+import weights_effect  # noqa: E402
 
 CONFIG = (
     AGENT_CONFIG.replace("budget = 8", "budget = 12")
@@ -109,18 +112,26 @@ def test_a_study_is_recorded_trial_by_trial_with_what_stopped_it(tmp_path: Path)
     assert "3/32 -> 5/32 | complete" in table and "| - | stopped unfinished |" in table
 
 
-def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tmp_path: Path) -> None:
-    """Each finished run's answer is validated once (stored in the run) and scored on test; a seed whose
-    three runs have not all finished stays pending instead of entering a pair."""
+@pytest.fixture(scope="module")
+def tiny_bpp_grid(tmp_path_factory) -> Path:
+    """The evidence grid's three arms on two seeds, shrunk to seconds with the scripted LLM."""
     from grid import main as run_grid  # importable once bpp_pairs is: experiments/ is on the path
 
+    out = tmp_path_factory.mktemp("grid")
+    args = ["--tasks", "bpp_online", "--methods", "eoh", "eoh+es", "coevo", "--budgets", "24", "--seeds", "0", "1"]
+    tiny = ["--scale", "0.5", "--model", "scripted_llm:build", "--eval-limit", "3", "--out", str(out)]
+    assert run_grid([*args, *tiny]) == 0
+    return out
+
+
+def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tiny_bpp_grid: Path, tmp_path: Path) -> None:
+    """Each finished run's answer is validated once (stored in the run) and scored on test; a seed whose
+    three runs have not all finished stays pending instead of entering a pair."""
     from coevo.evaluate.evaluator import Evaluator
     from coevo.run.store import RunStore
 
     out = tmp_path / "grid"
-    args = ["--tasks", "bpp_online", "--methods", "eoh", "eoh+es", "coevo", "--budgets", "24", "--seeds", "0", "1"]
-    tiny = ["--scale", "0.5", "--model", "scripted_llm:build", "--eval-limit", "3", "--out", str(out)]
-    assert run_grid([*args, *tiny]) == 0
+    shutil.copytree(tiny_bpp_grid, out)
     shutil.rmtree(bpp_pairs.Setting("bpp_online", "coevo", 24, 1).run_dir(out))
     results = tmp_path / "results.json"
     assert bpp_pairs.main([str(out), "--budget", "24", "--seeds", "0", "1", "--results", str(results)]) == 0
@@ -139,3 +150,39 @@ def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tmp_pat
     assert record["pairs"]["eoh+es vs eoh"] == [[figures["val"], eoh["val"]]]
     assert record["test_pairs"]["coevo vs eoh"] == [[record["runs"]["coevo"]["0"]["test"], eoh["test"]]]
     assert "all three runs finished on seeds 0 (n = 1)" in summary.bpp_section(record)
+
+
+def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_weights(
+    tiny_bpp_grid: Path, tmp_path: Path
+) -> None:
+    """The scripted LLM writes the same code under any weights, so its members tie and the run's updates
+    are zero steps; a copy whose stored steps are made non-zero must come back with other weights."""
+    import sqlite3
+
+    from coevo.es.update_log import UpdateRecord
+
+    run = bpp_pairs.Setting("bpp_online", "eoh+es", 24, 0).run_dir(tiny_bpp_grid)
+    moved = tmp_path / "moved"
+    shutil.copytree(run, moved)
+    with sqlite3.connect(moved / "run.sqlite") as db:
+        for step, text in db.execute("SELECT step, record FROM es_updates").fetchall():
+            record = UpdateRecord.from_json(text)
+            steps = tuple(1.0 if i % 2 else -1.0 for i in range(len(record.update.coeffs)))
+            moved_record = replace(record, update=replace(record.update, coeffs=steps))
+            db.execute("UPDATE es_updates SET record = ? WHERE step = ?", (moved_record.to_json(), step))
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"ahd_weights_effect": {"other": {"kept": True}}}))
+    for name, run_dir in (("eoh+es/s0", run), ("moved", moved)):
+        assert weights_effect.main([str(run_dir), "--samples", "4", "--name", name, "--results", str(results)]) == 0
+    entries = json.loads(results.read_text())["ahd_weights_effect"]
+    assert entries["other"] == {"kept": True}
+    assert not entries["eoh+es/s0"]["weights_changed"] and entries["moved"]["weights_changed"]
+    figures = entries["moved"]
+    assert figures["updates"] >= 1
+    for side in (figures["before"], figures["after"]):
+        samples = side["samples"]
+        assert len(samples) == 4 and side["valid_rate"] == sum(s["valid"] for s in samples) / 4
+        gaps = [s["gap_pct"] for s in samples if s["valid"]]
+        assert side["mean_gap_pct"] == (sum(gaps) / len(gaps) if gaps else None)
+    eoh = bpp_pairs.Setting("bpp_online", "eoh", 24, 0).run_dir(tiny_bpp_grid)
+    assert weights_effect.main([str(eoh), "--name", "eoh/s0", "--results", str(results)]) == 2

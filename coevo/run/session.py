@@ -19,6 +19,8 @@ from coevo.run.store import RunStore
 
 COMPUTE_DTYPE_KEY = "compute_dtype"
 """Run-store meta key: the float type the run's in-process model computed in."""
+
+
 def default_run_dir(config: RunConfig) -> Path:
     """runs/<subject>-<method>-s<seed>-<time>: a subject named by a plugin spec (path/file.py:Class)
     contributes its class name, so the run lands under runs/ whatever the spec's path."""
@@ -41,9 +43,7 @@ def start_run(
     return Runner(config, store, run_dir, llm, executor=members)
 
 
-def resume_run(
-    run_dir: Path, llm: LLM | None = None, executor: str = "local", address: str | None = None
-) -> Runner:
+def resume_run(run_dir: Path, llm: LLM | None = None, executor: str = "local", address: str | None = None) -> Runner:
     """A runner continuing the run stored in `run_dir` after its last committed step, on `executor`."""
     store = RunStore.open(run_dir)
     try:
@@ -52,8 +52,12 @@ def resume_run(
     except ConfigError:
         store.close()
         raise
+    return Runner(config, store, run_dir, llm or load_llm(config, recorded_dtype(store)), executor=members)
+
+
+def recorded_dtype(store: RunStore) -> str:
+    """The float type the stored run's model computed in, which its texts depend on."""
     try:
-        recorded = store.meta(COMPUTE_DTYPE_KEY)
+        return store.meta(COMPUTE_DTYPE_KEY)
     except KeyError:  # a run from before the key: they all computed in fp32
-        recorded = "float32"
-    return Runner(config, store, run_dir, llm or load_llm(config, recorded), executor=members)
+        return "float32"
