@@ -53,6 +53,11 @@ class AgentSettings(WorkloadSettings):
     temperature: float = Field(
         AGENT_SAMPLING.temperature, ge=0, description="the policy's sampling temperature per turn; 0: greedy decoding"
     )
+    shared_sampling: bool = Field(
+        False,
+        description="every member samples the same random streams (common random numbers): members then differ"
+        " by their weights or text alone, not by their luck",
+    )
 
     @field_validator("env")
     @classmethod
@@ -98,6 +103,8 @@ class AgentWorkload:
     """The split `heldout_episodes` plays: never searched, so it tells what the weights learned."""
     heldout_limit: int | None = None
     """Only the first N held-out episodes; None plays the whole split."""
+    shared_sampling: bool = False
+    """Every member samples member 0's streams, so a reward difference is the weights', not the sampler's."""
     batched: bool = True
     """Play low-rank members together; False plays them one after another (what batching must equal)."""
     sense = "max"
@@ -122,6 +129,7 @@ class AgentWorkload:
             heldout=settings.heldout,
             heldout_limit=settings.heldout_episodes,
             sampling=replace(AGENT_SAMPLING, temperature=settings.temperature),
+            shared_sampling=settings.shared_sampling,
         )
 
     def __post_init__(self) -> None:
@@ -182,7 +190,7 @@ class AgentWorkload:
         """Environments hold no workers."""
 
     def _play(self, index: int, member: Member) -> list[Episode]:
-        policy = _prefixed(llm_policy(self.llm, self.sampling, member_sampling_seed(self.seed, index)), member)
+        policy = _prefixed(llm_policy(self.llm, self.sampling, self._sampling_root(index)), member)
         with self._weights_of(member.weights):
             return rollout(self.env, list(self.seeds), policy, horizon=self.horizon)
 
@@ -202,7 +210,7 @@ class AgentWorkload:
         Prompt text and sampling seeds are those `_play` gives, so the episodes are the same."""
         count = len(self.seeds)
         perturbations = [Perturbation(m.weights.seed, m.weights.sigma, m.weights.sign) for m in members]
-        roots = [member_sampling_seed(self.seed, index) for index in range(len(members))]
+        roots = [self._sampling_root(index) for index in range(len(members))]
         chunk = getattr(self.llm, "max_batch_size", None)
 
         def policy(prompts: list[Prompt]) -> list:
@@ -220,6 +228,9 @@ class AgentWorkload:
 
         played = rollout(self.env, list(self.seeds) * len(members), policy, horizon=self.horizon)
         return [played[i * count : (i + 1) * count] for i in range(len(members))]
+
+    def _sampling_root(self, index: int) -> int:
+        return member_sampling_seed(self.seed, 0 if self.shared_sampling else index)
 
     def _weights_of(self, weights: WeightsRef | None):
         if weights is None or weights.seed is None:

@@ -198,3 +198,22 @@ def _toml(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "c.toml"
     path.write_text(text)
     return path
+
+
+def test_antithetic_members_come_in_mirrored_pairs_and_an_odd_population_is_one_line(
+    config: Path, tmp_path: Path, capsys, one_torch_thread
+) -> None:
+    runner = start_run(load_config(config, ["es.antithetic=true"]), tmp_path / "pairs", build_tiny_agent())
+    with runner:
+        runner.run()
+        records = runner.store.es_records(0)
+    assert len(records) == 2
+    for record in records:
+        assert record.seeds[0::2] == record.seeds[1::2] and set(record.signs[0::2]) == {1} == {
+            -s for s in record.signs[1::2]
+        }
+    odd = ["--set", "es.antithetic=true", "--set", "population_size=3", "--set", "budget=6"]
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "odd"), *odd]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "coevo: error: es.antithetic pairs the ES members of an update, but 3 is odd"
+    assert not (tmp_path / "odd").exists(), "a refused run leaves no directory behind"

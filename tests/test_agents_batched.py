@@ -71,3 +71,19 @@ def test_smollm2_low_rank_members_play_the_same_gridnav_episodes_batched_and_in_
     in_turn = replace(workload, batched=False).episodes(members)
     assert _moves(together) == _moves(in_turn)
     assert [[e.reward for e in m] for m in together] == [[e.reward for e in m] for m in in_turn]
+
+
+def test_shared_sampling_gives_members_the_same_streams_so_only_their_weights_tell_them_apart(one_torch_thread):
+    llm = build_tiny_agent()
+    seeds = tuple(split_seeds("search")[:4])
+    workload = AgentWorkload(llm, "gridnav", 2, seeds, host=llm.weights_host("all_linear", rank=2))
+    alike = [Member("", WeightsRef("m", 0, seed=11 + i, sigma=0.0, sign=1)) for i in range(3)]
+    own_streams = _moves(workload.episodes(alike))
+    assert own_streams[0] != own_streams[1], "equal weights, own streams: the sampler tells members apart"
+    shared = replace(workload, shared_sampling=True)
+    together = _moves(shared.episodes(alike))
+    assert together[0] == together[1] == together[2], "equal weights, shared streams: equal episodes"
+    assert together == _moves(replace(shared, batched=False).episodes(alike))
+    assert together[0] == _moves(shared.episodes(alike[:1]))[0] == own_streams[0], "member 0's streams for all"
+    perturbed = _moves(shared.episodes(_members(sigma=0.5)))
+    assert perturbed[0] != perturbed[2], "different weights still play differently"

@@ -54,6 +54,9 @@ class ESSettings(_Section):
     )
     scope: str = Field("full", description="full, all_linear or a parameter-name regex (rank > 0: not full)")
     shaping: Literal["zscore", "centered_rank"] = "zscore"
+    antithetic: bool = Field(
+        False, description="mirrored pairs (eps, -eps): half as many directions, each measured both ways"
+    )
 
 
 class LLMSettings(_Section):

@@ -418,12 +418,16 @@ class Runner:
 
     def _es_config(self) -> ESConfig:
         es = self.config.es
+        population = self.method.es_population()
+        if es.antithetic and population % 2:
+            raise ConfigError(f"es.antithetic pairs the ES members of an update, but {population} is odd")
         return ESConfig(
-            population_size=self.method.es_population(),
+            population_size=population,
             sigma=ScheduleConfig(start=es.sigma, end=es.sigma_final, kind="cosine"),
             alpha=ScheduleConfig(start=es.alpha),
             total_steps=self.method.planned_updates(),
             shaping=es.shaping,
+            antithetic=es.antithetic,
             seed=self.config.seed,
         )
 
