@@ -103,6 +103,8 @@ class AgentWorkload:
     """The split `heldout_episodes` plays: never searched, so it tells what the weights learned."""
     heldout_limit: int | None = None
     """Only the first N held-out episodes; None plays the whole split."""
+    heldout_every: int | None = None
+    """Also measure held-out success every N generations (the learning curve); None: before and after only."""
     shared_sampling: bool = False
     """Every member samples member 0's streams, so a reward difference is the weights', not the sampler's."""
     batched: bool = True
@@ -128,6 +130,7 @@ class AgentWorkload:
             window=settings.episodes,
             heldout=settings.heldout,
             heldout_limit=settings.heldout_episodes,
+            heldout_every=settings.heldout_every,
             sampling=replace(AGENT_SAMPLING, temperature=settings.temperature),
             shared_sampling=settings.shared_sampling,
         )

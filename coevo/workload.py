@@ -165,6 +165,19 @@ class Generational(Protocol):
 
 
 @runtime_checkable
+class MeasuresHeldOut(Protocol):
+    """A workload whose run is judged on held-out episodes (an agent's), before, after and, every
+    `heldout_every` generations, along the way (None: before and after only)."""
+
+    heldout: str
+    heldout_every: int | None
+
+    def heldout_episodes(self, member: Member) -> list:
+        """`member` under the live weights on the held-out split's episodes."""
+        ...
+
+
+@runtime_checkable
 class ScoresCode(Protocol):
     """A workload whose verdict on a member depends on its code alone (the weights only wrote it), judged
     by a sandboxed evaluator: a remote executor ships each distinct code once and gets the verdict back."""

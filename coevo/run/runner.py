@@ -47,6 +47,7 @@ from coevo.workload import (
     Capabilities,
     Evaluation,
     Generational,
+    MeasuresHeldOut,
     Member,
     ScoresCode,
     Workload,
@@ -294,7 +295,7 @@ class Runner:
     def _measure_curve(self, finished_generation: int) -> None:
         """Held-out success every `workload.heldout_every` generations of a run that measured its base
         weights; not after the last one, which the run's "after" figure measures."""
-        every = getattr(self.config.workload, "heldout_every", None)
+        every = self.workload.heldout_every if isinstance(self.workload, MeasuresHeldOut) else None
         if every and "before" in self.heldout and finished_generation % every == 0 and not self.finished:
             self.record_heldout(f"generation {finished_generation}")
 
