@@ -124,6 +124,11 @@ def render(evidence: dict[str, Any]) -> str:
             speed_section(evidence.get("speedup")),
             gridnav + ("\n" + tune_section(evidence.get("gridnav_tune")) if evidence.get("gridnav_tune") else ""),
             paired_episodes("ES on gridnav with greedy decoding", evidence.get("gridnav_greedy"), "gridnav_greedy.png"),
+            paired_episodes(
+                "ES on gridnav with shared sampling streams and mirrored pairs",
+                evidence.get("gridnav_shared"),
+                "gridnav_shared.png",
+            ),
             paired_episodes("GRPO at the same episodes", evidence.get("grpo"), "grpo.png"),
             bpp_section(evidence.get("bpp_online")),
         ]
