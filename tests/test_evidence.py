@@ -186,3 +186,21 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
         assert side["mean_gap_pct"] == (sum(gaps) / len(gaps) if gaps else None)
     eoh = bpp_pairs.Setting("bpp_online", "eoh", 24, 0).run_dir(tiny_bpp_grid)
     assert weights_effect.main([str(eoh), "--name", "eoh/s0", "--results", str(results)]) == 2
+
+
+def test_decode_speed_rows_come_from_the_recorded_figures() -> None:
+    figures = {
+        "dtype": "float32",
+        "torch_threads": 1,
+        "lean_batch1_tokens_per_s": 9.74,
+        "lean_batch1_tokens_per_cpu_s": 14.48,
+        "lean_batch8_tokens_per_s": 39.13,
+        "lean_batch8_tokens_per_cpu_s": 56.08,
+        "lean_over_generate_batch1": 0.99,
+        "cpu": "Some CPU",
+    }
+    anchored = {**figures, "anchor_tokens_per_s": 67.0, "lean_batch1_over_anchor": 0.145}
+    text = summary.decode_section({"m1": anchored, "m2": figures})
+    assert "| m1 | float32 | 1 | 9.7 (14.5) | 39.1 (56.1) | 0.99 |" in text and "on Some CPU" in text
+    assert text.count("of the 67 tokens/s") == 1 and "m1: the lean loop's one stream is 0.14 of" in text
+    assert summary.decode_section(None) == ""

@@ -2,12 +2,15 @@
 `generate` (`decode="generate"`) on the same seeded requests, one at a time and as one batch of 8.
 
 Usage: python experiments/bench/decode.py [--json] [--model NAME] [--tokens N] [--rounds R] [--dtype D]
+          [--anchor TOKENS_PER_S] [--record]
 
 Both loops share one model and draw every row from its own seeded stream, so they sample the same
 tokens (`same_tokens`, up to float rounding of differently shaped matmuls) and their tokens/s compare
 directly. Rounds alternate the four modes; each ratio is the median of its per-round ratios. The
 `_cpu` figures divide by this process's CPU time instead of wall time: on a shared machine they move
-less with other people's load.
+less with other people's load. `--anchor` is another engine's one-stream tokens/s on the same model
+(issue 32 quotes llama.cpp's), and `lean_batch1_over_anchor` the lean loop's batch-1 figure over it.
+`--record` keeps the result in experiments/evidence/results.json under "decode", one entry per model.
 """
 
 from __future__ import annotations
@@ -18,12 +21,18 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
+
+import torch
+from llm import REQUESTS
+from rounds import alternate, cpu_name, ratio_summary
 
 from coevo.llm.base import SamplingParams
 from coevo.llm.hf import DEFAULT_MODEL, HFBackend
 from coevo.llm.seeds import request_seed
-from llm import REQUESTS
-from rounds import alternate, ratio_summary
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evidence"))
+from evidence_file import merge, read  # noqa: E402  (the evidence folder is not a package)
 
 
 def run(model: str, max_new_tokens: int, rounds: int, dtype: str) -> dict[str, object]:
@@ -80,8 +89,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=32, help="max new tokens per request")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"), help="compute dtype")
+    parser.add_argument("--anchor", type=float, help="another engine's one-stream tokens/s on this model")
+    parser.add_argument("--record", action="store_true", help="keep the result in the evidence file")
     args = parser.parse_args(argv)
     result = run(args.model, args.tokens, args.rounds, args.dtype)
+    if args.anchor:
+        result["anchor_tokens_per_s"] = args.anchor
+        result["lean_batch1_over_anchor"] = round(result["lean_batch1_tokens_per_s"] / args.anchor, 3)
+    result["cpu"], result["torch_threads"] = cpu_name(), torch.get_num_threads()
+    if args.record:
+        merge("decode", {**read("decode"), args.model: result})
     print(json.dumps(result) if args.json else "\n".join(f"{key:34s} {value}" for key, value in result.items()))
     return 0
 

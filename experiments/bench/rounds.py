@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from statistics import median
 from typing import TypeVar
 
@@ -52,3 +53,11 @@ def target_line(name: str, value: float, targets: Mapping[str, tuple[str, float]
         verdict = "ok" if COMPARE[relation](value, bound) else "MISSED"
         line += f"   target {relation} {bound:<5g} {verdict}"
     return line
+
+
+def cpu_name() -> str:
+    """This machine's CPU model: a speed figure is as much the machine's as the code's."""
+    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"

@@ -46,6 +46,36 @@ def speed_section(speedup: dict[str, Any] | None) -> str:
     )
 
 
+def decode_section(decode: dict[str, Any] | None) -> str:
+    """Tokens per second of the in-process backend, per model, one stream and a batch of 8."""
+    if not decode:
+        return ""
+    rows = [
+        "| model | dtype | threads | one stream tok/s (per CPU s) | batch of 8 tok/s (per CPU s) | lean / generate, one stream |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    anchors = []
+    for model, d in decode.items():
+        rows.append(
+            f"| {model} | {d['dtype']} | {d['torch_threads']} | {d['lean_batch1_tokens_per_s']:.1f}"
+            f" ({d['lean_batch1_tokens_per_cpu_s']:.1f}) | {d['lean_batch8_tokens_per_s']:.1f}"
+            f" ({d['lean_batch8_tokens_per_cpu_s']:.1f}) | {d['lean_over_generate_batch1']:.2f} |"
+        )
+        if "anchor_tokens_per_s" in d:
+            anchors.append(
+                f"{model}: the lean loop's one stream is {d['lean_batch1_over_anchor']:.2f} of the"
+                f" {d['anchor_tokens_per_s']:g} tokens/s that issue 32 quotes for llama.cpp on the same model's"
+                " GGUF (measured on another machine, quiet, so the ratio is indicative only)."
+            )
+    cpus = sorted({d["cpu"] for d in decode.values()})
+    return (
+        "\n### Decode speed\n\n"
+        f"`python experiments/bench/decode.py --model M --record` on {', '.join(cpus)} (32 new tokens a request,"
+        " alternating rounds, the best round; per CPU s divides by this process's CPU time, which moves"
+        " less with the machine's other load):\n\n" + "\n".join(rows) + "\n" + "".join(f"\n{a}\n" for a in anchors)
+    )
+
+
 def paired_episodes(title: str, record: dict[str, Any] | None, plot: str) -> str:
     """Base against trained weights on the same held-out episodes: rates, the discordant pairs, the
     paired test (exact where the pairs are few) and the curve."""
@@ -121,7 +151,7 @@ def render(evidence: dict[str, Any]) -> str:
     return "\n".join(
         [
             HEADER,
-            speed_section(evidence.get("speedup")),
+            speed_section(evidence.get("speedup")) + decode_section(evidence.get("decode")),
             gridnav + ("\n" + tune_section(evidence.get("gridnav_tune")) if evidence.get("gridnav_tune") else ""),
             paired_episodes("ES on gridnav with greedy decoding", evidence.get("gridnav_greedy"), "gridnav_greedy.png"),
             paired_episodes(
