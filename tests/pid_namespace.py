@@ -19,5 +19,5 @@ def is_namespace_init(process: psutil.Process) -> bool:
     """True for the init the fork server starts in its PID namespace: it is no candidate's."""
     try:
         return namespace_pids(process.pid)[1:] == [1]
-    except FileNotFoundError:  # it has ended meanwhile
+    except (FileNotFoundError, ProcessLookupError):  # it ended before its status was opened, or while it was read
         return False
