@@ -30,7 +30,6 @@ from coevo.run.config import from_stored, validate
 from coevo.run.store import RunStore, StoreError
 from coevo.run.validation import validate_stored
 
-HERE = Path(__file__).resolve().parent
 TASK = "bpp_online"
 BASELINE = "eoh"
 TREATMENTS = ("eoh+es", "coevo")

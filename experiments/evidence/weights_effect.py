@@ -85,7 +85,7 @@ def weights_effect(run_dir: Path, samples: int) -> dict[str, Any]:
         after = side(operators, requests, sampling, evaluator)
     return {
         "run": str(run_dir),
-        "updates": sum(r.update is not None for r in records),
+        "updates": len(records),
         "samples": samples,
         "weights_changed": host.weights_sha256() != base_sha,
         "seed_gap_pct": seed.gap_pct,
