@@ -140,16 +140,22 @@ def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tiny_bp
     assert set(record["runs"]["eoh"]) == {"0", "1"} and set(record["runs"]["coevo"]) == {"0"}
     store = RunStore.open(bpp_pairs.Setting("bpp_online", "eoh+es", 24, 0).run_dir(out))
     validation, (answer, chosen_on) = store.validation(), store.answer()
+    written = [c for _, c in store.candidates() if c.operator != "library"]
     store.close()
     figures = record["runs"]["eoh+es"]["0"]
     assert chosen_on == "val" and figures["key"] == answer.key and figures["val"] == validation["best"]["gap_pct"]
     with Evaluator("bpp_online", "test", limit=3, workers=1) as evaluator:
         assert figures["test"] == evaluator.evaluate(answer.code).gap_pct
     assert figures["updates"] >= 1 and record["runs"]["eoh"]["0"]["updates"] == 0
+    # the scripted LLM writes the same code under any weights: every ES step ties, so none has a direction
+    assert figures["directed_updates"] == 0 and record["directed_updates"] == [0, 0]
+    assert figures["valid_rate"] == sum(c.valid for c in written) / len(written)
     eoh = record["runs"]["eoh"]["0"]
     assert record["pairs"]["eoh+es vs eoh"] == [[figures["val"], eoh["val"]]]
     assert record["test_pairs"]["coevo vs eoh"] == [[record["runs"]["coevo"]["0"]["test"], eoh["test"]]]
-    assert "all three runs finished on seeds 0 (n = 1)" in summary.bpp_section(record)
+    page = summary.bpp_section(record)
+    assert "all three runs finished on seeds 0 (n = 1)" in page and "of which 0 to 0 had a direction" in page
+    assert f"| 0 | {eoh['val']:.2f} / {eoh['test']:.2f}, valid" in page and f"0/{figures['updates']} directed" in page
 
 
 def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_weights(
@@ -184,6 +190,10 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
         assert len(samples) == 4 and side["valid_rate"] == sum(s["valid"] for s in samples) / 4
         gaps = [s["gap_pct"] for s in samples if s["valid"]]
         assert side["mean_gap_pct"] == (sum(gaps) / len(gaps) if gaps else None)
+    assert entries["eoh+es/s0"]["directed_updates"] == 0 and figures["directed_updates"] == figures["updates"]
+    del entries["other"]
+    page = summary.weights_effect_section(entries)
+    assert f"| moved | {figures['updates']} ({figures['updates']}) | {figures['before']['valid_rate']:.0%} ->" in page
     eoh = bpp_pairs.Setting("bpp_online", "eoh", 24, 0).run_dir(tiny_bpp_grid)
     assert weights_effect.main([str(eoh), "--name", "eoh/s0", "--results", str(results)]) == 2
 

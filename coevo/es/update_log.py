@@ -42,6 +42,12 @@ class UpdateRecord:
     noise_version: str
     update: Update | None
 
+    @property
+    def has_direction(self) -> bool:
+        """Whether the members' rewards differed, so the update points somewhere: equal rewards shape to
+        all-zero coefficients, a step that (with plain SGD) leaves the weights where they were."""
+        return self.update is not None and any(coeff != 0.0 for coeff in self.update.coeffs)
+
     def to_json(self) -> str:
         """One line of JSON; floats are written in shortest round-trip form, so replay is exact."""
         fields = asdict(self)

@@ -10,6 +10,10 @@ A run's answer is picked as `coevo run` picks it: its best distinct heuristics o
 the best there (a grid run stops before that step, so it is done here once and stored in the run).
 The answer is then scored on test, which nothing chose on. A seed counts once all three of its runs
 have finished; the others are listed as pending and the grid resumes them.
+
+Each ES run also reports how many of its updates had a direction: members that all earn the same
+reward (every child a copy of its parent, or invalid while the parent is the population's worst) shape
+to zero coefficients, a step that leaves the weights where they were.
 """
 
 from __future__ import annotations
@@ -57,11 +61,15 @@ def run_figures(run_dir: Path) -> dict[str, Any] | None:
         answer, _ = store.answer()
         with configured_evaluator(config, "test", cache) as evaluator:
             test = evaluator.evaluate(answer.code)
+        written = [c for _, c in store.candidates() if c.operator != "library"]
+        records = store.es_records()
         return {
             "key": answer.key,
             "val": validation["best"]["gap_pct"],
             "test": test.gap_pct,
-            "updates": len(store.es_records()),
+            "valid_rate": sum(c.valid for c in written) / len(written) if written else None,
+            "updates": len(records),
+            "directed_updates": sum(r.has_direction for r in records),
         }
     finally:
         store.close()
@@ -84,12 +92,13 @@ def grid_record(out: Path, budget: int, seeds: list[int]) -> dict[str, Any]:
             for method in TREATMENTS
         }
 
-    updates = [runs[m][str(s)]["updates"] for m in TREATMENTS for s in complete]
+    es_runs = [runs[m][str(s)] for m in TREATMENTS for s in complete]
     return {
         "command": COMMAND.format(budget=budget, seeds=" ".join(map(str, seeds))),
         "seeds": complete,
         "pending": [s for s in seeds if s not in complete],
-        "updates": min(updates, default=0),
+        "updates": min((r["updates"] for r in es_runs), default=0),
+        "directed_updates": [r["directed_updates"] for r in es_runs],
         "pairs": pairs("val"),
         "test_pairs": pairs("test"),
         "runs": runs,
@@ -109,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     merge(TASK, record, args.results)
-    print(f"{TASK}: {len(record['seeds'])} complete seeds, pending {record['pending']}, {record['updates']} ES updates")
+    print(
+        f"{TASK}: {len(record['seeds'])} complete seeds, pending {record['pending']}, {record['updates']} ES updates"
+        f" ({record['directed_updates']} with a direction)"
+    )
     return 0
 
 

@@ -133,7 +133,9 @@ def bpp_section(record: dict[str, Any] | None) -> str:
         "",
         f"`{record['command']}`, then `python experiments/evidence/bpp_pairs.py runs/bpp_evidence`:"
         f" all three runs finished on seeds {', '.join(map(str, record['seeds']))} (n = {len(record['seeds'])}),"
-        f" at least {record['updates']} ES updates per ES run. Each run's answer is its finalists' best on val;"
+        f" at least {record['updates']} ES updates per ES run, of which"
+        f" {min(record['directed_updates'])} to {max(record['directed_updates'])} had a direction (members whose"
+        " rewards all tie make a zero step). Each run's answer is its finalists' best on val;"
         " a win is a lower gap than eoh's on the same seed.",
         "",
     ]
@@ -141,9 +143,50 @@ def bpp_section(record: dict[str, Any] | None) -> str:
         for name, pairs in record[key].items():
             comparison = compare_paired([b - a for a, b in pairs])
             lines.append(f"- {name}, {split} gap: {comparison.sentence()}")
+    lines += ["", bpp_runs_table(record)]
     if record["pending"]:
         lines += ["", f"Seeds still running: {record['pending']}."]
     return "\n".join(lines) + "\n"
+
+
+def bpp_runs_table(record: dict[str, Any]) -> str:
+    """Per seed and arm: the answer's val and test gap, the valid share of what the model wrote, and for
+    the ES arms the updates that had a direction out of all."""
+    arms = list(record["runs"])
+    rows = ["| seed | " + " | ".join(arms) + " |", "| --- |" + " --- |" * len(arms)]
+    for seed in record["seeds"]:
+        cells = []
+        for arm in arms:
+            run = record["runs"][arm][str(seed)]
+            cell = f"{run['val']:.2f} / {run['test']:.2f}, valid {run['valid_rate']:.0%}"
+            if run["updates"]:
+                cell += f", {run['directed_updates']}/{run['updates']} directed"
+            cells.append(cell)
+        rows.append(f"| {seed} | " + " | ".join(cells) + " |")
+    return "Gap % on val / test of each run's answer:\n\n" + "\n".join(rows)
+
+
+def weights_effect_section(entries: dict[str, Any] | None) -> str:
+    """Same prompts and sampling seeds under base and trained weights (`weights_effect.py`)."""
+    if not entries:
+        return ""
+    rows = ["| run | updates (directed) | valid code | mean search gap % |", "| --- | --- | --- | --- |"]
+    for name, figures in entries.items():
+        before, after = figures["before"], figures["after"]
+        gaps = " -> ".join(
+            "-" if side["mean_gap_pct"] is None else f"{side['mean_gap_pct']:.2f}" for side in (before, after)
+        )
+        rows.append(
+            f"| {name} | {figures['updates']} ({figures['directed_updates']}) |"
+            f" {before['valid_rate']:.0%} -> {after['valid_rate']:.0%} | {gaps} |"
+        )
+    samples = next(iter(entries.values()))["samples"]
+    return (
+        "\n### What the weights changed\n\n"
+        f"`python experiments/evidence/weights_effect.py RUN --name NAME`: {samples} answers to the run's m1 and"
+        " m2 prompts on the seed heuristic, the same sampling seeds under the base weights and under the run's"
+        " replayed weights.\n\n" + "\n".join(rows) + "\n"
+    )
 
 
 def render(evidence: dict[str, Any]) -> str:
@@ -160,7 +203,7 @@ def render(evidence: dict[str, Any]) -> str:
                 "gridnav_shared.png",
             ),
             paired_episodes("GRPO at the same episodes", evidence.get("grpo"), "grpo.png"),
-            bpp_section(evidence.get("bpp_online")),
+            bpp_section(evidence.get("bpp_online")) + weights_effect_section(evidence.get("ahd_weights_effect")),
         ]
     )
 

@@ -86,6 +86,7 @@ def weights_effect(run_dir: Path, samples: int) -> dict[str, Any]:
     return {
         "run": str(run_dir),
         "updates": len(records),
+        "directed_updates": sum(record.has_direction for record in records),
         "samples": samples,
         "weights_changed": host.weights_sha256() != base_sha,
         "seed_gap_pct": seed.gap_pct,
@@ -113,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.name}: valid {before['valid_rate']:.2f} -> {after['valid_rate']:.2f}, "
         f"mean gap {before['mean_gap_pct']} -> {after['mean_gap_pct']} after {figures['updates']} ES updates"
+        f" ({figures['directed_updates']} with a direction)"
     )
     return 0
 
