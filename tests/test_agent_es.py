@@ -217,3 +217,20 @@ def test_antithetic_members_come_in_mirrored_pairs_and_an_odd_population_is_one_
     err = capsys.readouterr().err.strip()
     assert err == "coevo: error: es.antithetic pairs the ES members of an update, but 3 is odd"
     assert not (tmp_path / "odd").exists(), "a refused run leaves no directory behind"
+
+
+def test_held_out_success_is_measured_on_workloads_with_held_out_episodes_only(one_torch_thread):
+    from types import SimpleNamespace
+
+    from coevo.run.heldout import heldout_success
+    from coevo.workload import MeasuresHeldOut
+
+    llm = build_tiny_agent()
+    workload = AgentWorkload(llm, "gridnav", 2, tuple(split_seeds("search")[:2]), heldout="test", heldout_limit=3)
+    assert isinstance(workload, MeasuresHeldOut)
+    measured = heldout_success(workload, None, "0 ES updates", generation=0)
+    assert measured.split == "test" and measured.seeds == tuple(split_seeds("test")[:3])
+    assert measured.successes == sum(measured.outcomes) and measured.episodes == 3
+    scores_only = SimpleNamespace(name="ahd", sense="min", capabilities=None)
+    with pytest.raises(RuntimeError, match="^the ahd workload has no held-out episodes to measure success on$"):
+        heldout_success(scores_only, None, "0 ES updates")

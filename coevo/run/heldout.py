@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coevo.stats import wilson_interval
-from coevo.workload import Member, Workload, capabilities_of
+from coevo.workload import MeasuresHeldOut, Member, Workload
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,13 @@ class SuccessRate:
 
 
 def heldout_success(
-    workload: Workload, shown: tuple[Member, str] | None, updates: str, generation: int | None = None
+    workload: Workload | MeasuresHeldOut, shown: tuple[Member, str] | None, updates: str, generation: int | None = None
 ) -> SuccessRate:
     """The live weights' success rate on the workload's held-out episodes, with the text `shown` (a
     skill method: its whole library as it stands, and its name; the others: none). `updates` says what
     the weights have received, `generation` how far the run was."""
-    if not capabilities_of(workload).episodes:
-        raise RuntimeError("held-out success is measured on workloads that play episodes only")
+    if not isinstance(workload, MeasuresHeldOut):
+        raise RuntimeError(f"the {workload.name} workload has no held-out episodes to measure success on")
     played = workload.heldout_episodes(Member("") if shown is None else shown[0])
     library = None if shown is None else shown[1]
     outcomes = tuple(int(e.success) for e in played)
