@@ -194,6 +194,8 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
     del entries["other"]
     page = summary.weights_effect_section(entries)
     assert f"| moved | {figures['updates']} ({figures['updates']}) | {figures['before']['valid_rate']:.0%} ->" in page
+    changed = sum(b != a for b, a in zip(figures["before"]["samples"], figures["after"]["samples"], strict=True))
+    assert f"| {changed} of 4 |" in page
     eoh = bpp_pairs.Setting("bpp_online", "eoh", 24, 0).run_dir(tiny_bpp_grid)
     assert weights_effect.main([str(eoh), "--name", "eoh/s0", "--results", str(results)]) == 2
 

@@ -170,15 +170,19 @@ def weights_effect_section(entries: dict[str, Any] | None) -> str:
     """Same prompts and sampling seeds under base and trained weights (`weights_effect.py`)."""
     if not entries:
         return ""
-    rows = ["| run | updates (directed) | valid code | mean search gap % |", "| --- | --- | --- | --- |"]
+    rows = [
+        "| run | updates (directed) | valid code | mean search gap % | answers scored differently |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for name, figures in entries.items():
         before, after = figures["before"], figures["after"]
         gaps = " -> ".join(
             "-" if side["mean_gap_pct"] is None else f"{side['mean_gap_pct']:.2f}" for side in (before, after)
         )
+        changed = sum(b != a for b, a in zip(before["samples"], after["samples"], strict=True))
         rows.append(
             f"| {name} | {figures['updates']} ({figures['directed_updates']}) |"
-            f" {before['valid_rate']:.0%} -> {after['valid_rate']:.0%} | {gaps} |"
+            f" {before['valid_rate']:.0%} -> {after['valid_rate']:.0%} | {gaps} | {changed} of {figures['samples']} |"
         )
     samples = next(iter(entries.values()))["samples"]
     return (
