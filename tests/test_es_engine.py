@@ -154,6 +154,22 @@ def test_all_invalid_rewards_leave_the_weights_alone_but_advance_the_step():
     assert torch.equal(module.theta, torch.ones(4)) and engine.step == 1
 
 
+def test_a_step_at_sigma_zero_records_its_rewards_but_leaves_the_weights_alone():
+    """A cosine to 0 run past its planned steps asks unperturbed members: their rewards carry no
+    direction, so no update may move the weights along the (unused) noise."""
+    module = Vector(torch.ones(4))
+    engine = make_engine(module, sigma={"start": 0.1, "end": 0.0, "kind": "cosine"}, total_steps=2)
+    run_generation(engine, lambda: 1.0)  # step 0: sigma 0.1, ties, zero coefficients
+    engine.tell(engine.ask(), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])  # step 1: sigma 0.05, an update
+    moved = module.theta.detach().clone()
+    assert not torch.equal(moved, torch.ones(4))
+    perturbations = engine.ask()
+    assert {p.sigma for p in perturbations} == {0.0}
+    stats = engine.tell(perturbations, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    assert stats.update is None and stats.sigma == 0.0 and stats.n_valid == 6 and engine.step == 3
+    assert torch.equal(module.theta.detach(), moved)
+
+
 def test_tell_rejects_mismatched_rewards():
     engine = make_engine(Vector(torch.ones(4)))
     with pytest.raises(ValueError, match="one reward per perturbation"):

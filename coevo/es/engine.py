@@ -130,22 +130,27 @@ class ESEngine:
         return [Perturbation(seed, sigma) for seed in seeds]
 
     def tell(self, perturbations: Sequence[Perturbation], rewards: Sequence[float | None]) -> UpdateStats:
-        """Shape the rewards (None/NaN = invalid), record the update and apply it through the host."""
+        """Shape the rewards (None/NaN = invalid), record the update and apply it through the host.
+
+        At sigma 0 (a schedule decayed to its end, a run that outlasts its planned steps) the members
+        are the live weights themselves, so their rewards differ by chance alone: the step is recorded
+        with no update, as when every member is invalid, instead of moving the weights along noise."""
         if len(perturbations) != len(rewards) or not perturbations:
             raise ValueError(f"need one reward per perturbation, got {len(rewards)} for {len(perturbations)}")
         sigmas = {p.sigma for p in perturbations}
         if len(sigmas) != 1:
             raise ValueError(f"a population shares one sigma, got {sorted(sigmas)}")
+        sigma = sigmas.pop()
         alpha = self.alpha_schedule(self.step)
         filled = penalize_invalid(rewards)
         shaped = None if filled is None else self.shaping(filled)
-        update = None if shaped is None else self._update(perturbations, shaped, alpha)
+        update = None if shaped is None or sigma == 0.0 else self._update(perturbations, shaped, alpha)
         raw = tuple(None if r is None or np.isnan(r) else float(r) for r in rewards)
         record = UpdateRecord(
             step=self.step,
             seeds=tuple(p.seed for p in perturbations),
             signs=tuple(p.sign for p in perturbations),
-            sigma=sigmas.pop(),
+            sigma=sigma,
             raw_rewards=raw,
             shaped_rewards=None if shaped is None else tuple(float(z) for z in shaped),
             alpha=alpha,

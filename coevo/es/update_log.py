@@ -29,7 +29,8 @@ HISTORY_FILENAME = "es_history.jsonl"
 
 @dataclass(frozen=True)
 class UpdateRecord:
-    """One line of the history; `update` is None when no update was applied (all members invalid)."""
+    """One line of the history; `update` is None when no update was applied (all members invalid, or
+    sigma 0: unperturbed members)."""
 
     step: int
     seeds: tuple[int, ...]

@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from evidence_file import RESULTS, merge, read
+from seed_answers import answered, config_sampling, seed_requests
 
 from coevo.es.update_log import replay
-from coevo.llm.base import SamplingParams
-from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
+from coevo.operators.eoh_operators import EoHOperators
 from coevo.operators.metering import BudgetLedger
-from coevo.operators.records import Parent, Proposal
 from coevo.run.build import build_host, configured_evaluator, load_llm
 from coevo.run.config import from_stored, validate
 from coevo.run.session import recorded_dtype
@@ -31,27 +30,6 @@ from coevo.run.store import RunStore, StoreError
 from tasks import get_task
 
 KEY = "ahd_weights_effect"
-OPERATORS = ("m1", "m2")
-SAMPLING_SEED = 20261206
-"""Fixed, so a rerun asks the same streams: the figures depend on the run alone."""
-
-
-def side(operators: EoHOperators, requests: list[ProposalRequest], sampling: SamplingParams, evaluator) -> dict:
-    """One side's answers to `requests`: per sample valid or not and its search gap, and the summary."""
-    answers = operators.propose_many(requests, sampling)
-    codes = [a.code for a in answers if isinstance(a, Proposal)]
-    verdicts = iter(evaluator.evaluate_many(codes))
-    samples = []
-    for answer in answers:
-        verdict = next(verdicts) if isinstance(answer, Proposal) else None
-        valid = verdict is not None and verdict.valid
-        samples.append({"valid": valid, "gap_pct": verdict.gap_pct if valid else None})
-    gaps = [s["gap_pct"] for s in samples if s["valid"] and s["gap_pct"] is not None]
-    return {
-        "valid_rate": sum(s["valid"] for s in samples) / len(samples),
-        "mean_gap_pct": sum(gaps) / len(gaps) if gaps else None,
-        "samples": samples,
-    }
 
 
 def weights_effect(run_dir: Path, samples: int) -> dict[str, Any]:
@@ -66,30 +44,21 @@ def weights_effect(run_dir: Path, samples: int) -> dict[str, Any]:
     if not records:
         raise StoreError(f"{run_dir}: the run made no ES update, so its weights are the base weights")
     llm = load_llm(config, dtype)
-    task = get_task(config.task)
-    sampling = SamplingParams(
-        max_new_tokens=config.llm.max_new_tokens,
-        temperature=config.llm.temperature,
-        top_p=config.llm.top_p,
-        seed=SAMPLING_SEED,
-    )
-    operators = EoHOperators(llm, task, BudgetLedger(), sampling=sampling)
+    operators = EoHOperators(llm, get_task(config.task), BudgetLedger(), sampling=config_sampling(config))
     with configured_evaluator(config, "search", run_dir / "eval-cache") as evaluator:
-        seed = evaluator.evaluate(task.seed_code())
-        parent = Parent("seed", "the task's seed heuristic", task.seed_code(), seed.objective)
-        requests = [ProposalRequest(OPERATORS[i % len(OPERATORS)], (parent,)) for i in range(samples)]
+        requests, seed_gap = seed_requests(config, evaluator, samples)
         host = build_host(llm, config)
         base_sha = host.weights_sha256()
-        before = side(operators, requests, sampling, evaluator)
+        before = answered(operators, requests, evaluator)
         replay(host, records)
-        after = side(operators, requests, sampling, evaluator)
+        after = answered(operators, requests, evaluator)
     return {
         "run": str(run_dir),
         "updates": len(records),
         "directed_updates": sum(record.has_direction for record in records),
         "samples": samples,
         "weights_changed": host.weights_sha256() != base_sha,
-        "seed_gap_pct": seed.gap_pct,
+        "seed_gap_pct": seed_gap,
         "before": before,
         "after": after,
     }

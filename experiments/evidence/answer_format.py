@@ -1,0 +1,76 @@
+"""How often the model writes usable code under the operators' answer format before and after its
+change: the same mutation prompts and sampling streams, only the `output_format` component differs.
+
+    python experiments/evidence/answer_format.py [--model qwen-coder-0.5b] [--task bpp_online] [--samples 32]
+
+The former format asked for the idea inside braces "like {idea}"; small models copied the placeholder
+and stopped (most of a bpp_online run's answers were a bare "{idea}"). The current format asks for the
+function alone with its idea in the docstring. Writes `answer_format` in the evidence file: per format
+the valid-code rate, the mean search gap of the valid answers and every sample's verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from evidence_file import RESULTS, merge
+from seed_answers import answered, config_sampling, seed_requests
+
+from coevo.operators.eoh_operators import EoHOperators
+from coevo.operators.metering import BudgetLedger
+from coevo.run.build import configured_evaluator, load_llm
+from coevo.run.config import ConfigError, validate
+from tasks import get_task
+
+KEY = "answer_format"
+FORMER_OUTPUT_FORMAT = (
+    "First write the idea of your heuristic as one sentence inside curly braces, like {idea}. "
+    "Then implement it as one Python function with this exact signature: `$signature`, in a single ```python block. "
+    "Use only numpy and the Python standard library, import what you use, and add no explanation after the code."
+)
+"""The `output_format` component the operators used before, the side this measurement compares against."""
+
+
+def answer_format(model: str, task: str, samples: int) -> dict[str, Any]:
+    """Both formats' answers to the same requests (see the module docstring)."""
+    config = validate({"method": "eoh", "task": task, "model": model, "budget": samples})
+    operators = EoHOperators(load_llm(config), get_task(task), BudgetLedger(), sampling=config_sampling(config))
+    former = replace(operators, templates=operators.templates.with_component("output_format", FORMER_OUTPUT_FORMAT))
+    with configured_evaluator(config, "search") as evaluator:
+        requests, seed_gap = seed_requests(config, evaluator, samples)
+        return {
+            "command": f"python experiments/evidence/answer_format.py --model {model} --task {task} --samples {samples}",
+            "model": model,
+            "task": task,
+            "samples": samples,
+            "seed_gap_pct": seed_gap,
+            "former": answered(former, requests, evaluator),
+            "current": answered(operators, requests, evaluator),
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen-coder-0.5b")
+    parser.add_argument("--task", default="bpp_online")
+    parser.add_argument("--samples", type=int, default=32, help="answers per format (default: 32)")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.samples < 2:
+        parser.error(f"--samples must be at least 2, got {args.samples}")
+    try:
+        figures = answer_format(args.model, args.task, args.samples)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    merge(KEY, figures, args.results)
+    print(f"{args.model}: valid code {figures['former']['valid_rate']:.2f} -> {figures['current']['valid_rate']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
