@@ -17,6 +17,7 @@ from coevo.cli import main as coevo
 EVIDENCE = Path(__file__).resolve().parents[1] / "experiments" / "evidence"
 sys.path.insert(0, str(EVIDENCE))
 import agent_run  # noqa: E402
+import answer_format  # noqa: E402
 import bpp_pairs  # noqa: E402
 import summary  # noqa: E402
 import weights_effect  # noqa: E402
@@ -198,6 +199,27 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
     assert f"| {changed} of 4 |" in page
     eoh = bpp_pairs.Setting("bpp_online", "eoh", 24, 0).run_dir(tiny_bpp_grid)
     assert weights_effect.main([str(eoh), "--name", "eoh/s0", "--results", str(results)]) == 2
+
+
+def test_the_answer_formats_answer_the_same_requests_and_are_scored_alike(tmp_path: Path) -> None:
+    """The scripted LLM's answer depends on the prompt text, so the two formats get different answers to
+    the same requests; each side's summary is its samples', and the page pairs them by answer."""
+    results = tmp_path / "results.json"
+    args = ["--model", "scripted_llm:build", "--task", "tsp_construct", "--samples", "6", "--eval-limit", "2"]
+    assert answer_format.main([*args, "--results", str(results)]) == 0
+    record = json.loads(results.read_text())["answer_format"]
+    assert record["command"].endswith("--samples 6 --eval-limit 2") and record["task"] == "tsp_construct"
+    former, current = record["former"], record["current"]
+    assert former["samples"] != current["samples"], "the prompts differ, so the scripted answers differ"
+    for side in (former, current):
+        assert len(side["samples"]) == 6 and side["valid_rate"] == sum(s["valid"] for s in side["samples"]) / 6
+    page = summary.answer_format_section(record)
+    only_current = sum(
+        c["valid"] and not f["valid"] for f, c in zip(former["samples"], current["samples"], strict=True)
+    )
+    assert f"{only_current} usable only under the current format" in page
+    assert f"| current: idea in the docstring | {sum(s['valid'] for s in current['samples'])}/6" in page
+    assert answer_format.main(["--model", "no-such-model", "--results", str(results)]) == 2
 
 
 def test_decode_speed_rows_come_from_the_recorded_figures() -> None:

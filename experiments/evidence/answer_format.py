@@ -2,6 +2,7 @@
 change: the same mutation prompts and sampling streams, only the `output_format` component differs.
 
     python experiments/evidence/answer_format.py [--model qwen-coder-0.5b] [--task bpp_online] [--samples 32]
+        [--eval-limit N]
 
 The former format asked for the idea inside braces "like {idea}"; small models copied the placeholder
 and stopped (most of a bpp_online run's answers were a bare "{idea}"). The current format asks for the
@@ -35,15 +36,17 @@ FORMER_OUTPUT_FORMAT = (
 """The `output_format` component the operators used before, the side this measurement compares against."""
 
 
-def answer_format(model: str, task: str, samples: int) -> dict[str, Any]:
-    """Both formats' answers to the same requests (see the module docstring)."""
-    config = validate({"method": "eoh", "task": task, "model": model, "budget": samples})
+def answer_format(model: str, task: str, samples: int, eval_limit: int | None = None) -> dict[str, Any]:
+    """Both formats' answers to the same requests (see the module docstring), scored on the search split
+    (its first `eval_limit` instances if given)."""
+    config = validate({"method": "eoh", "task": task, "model": model, "budget": samples, "eval": {"limit": eval_limit}})
     operators = EoHOperators(load_llm(config), get_task(task), BudgetLedger(), sampling=config_sampling(config))
     former = replace(operators, templates=operators.templates.with_component("output_format", FORMER_OUTPUT_FORMAT))
     with configured_evaluator(config, "search") as evaluator:
         requests, seed_gap = seed_requests(config, evaluator, samples)
         return {
-            "command": f"python experiments/evidence/answer_format.py --model {model} --task {task} --samples {samples}",
+            "command": f"python experiments/evidence/answer_format.py --model {model} --task {task} --samples {samples}"
+            + ("" if eval_limit is None else f" --eval-limit {eval_limit}"),
             "model": model,
             "task": task,
             "samples": samples,
@@ -58,12 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="qwen-coder-0.5b")
     parser.add_argument("--task", default="bpp_online")
     parser.add_argument("--samples", type=int, default=32, help="answers per format (default: 32)")
+    parser.add_argument("--eval-limit", type=int, help="score on the first N search instances only")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.samples < 2:
         parser.error(f"--samples must be at least 2, got {args.samples}")
     try:
-        figures = answer_format(args.model, args.task, args.samples)
+        figures = answer_format(args.model, args.task, args.samples, args.eval_limit)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

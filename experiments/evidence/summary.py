@@ -193,6 +193,31 @@ def weights_effect_section(entries: dict[str, Any] | None) -> str:
     )
 
 
+def answer_format_section(record: dict[str, Any] | None) -> str:
+    """The operators' answer format before and after its change, on the same prompts and streams."""
+    if not record:
+        return ""
+    former, current = record["former"], record["current"]
+    n = record["samples"]
+    differences = [
+        int(c["valid"]) - int(f["valid"]) for f, c in zip(former["samples"], current["samples"], strict=True)
+    ]
+    test = wilcoxon_signed_rank(differences)
+    rows = ["| answer format | valid code | mean search gap % of the valid |", "| --- | --- | --- |"]
+    for name, side in (("former: idea in braces first", former), ("current: idea in the docstring", current)):
+        gap = "-" if side["mean_gap_pct"] is None else f"{side['mean_gap_pct']:.2f}"
+        rows.append(f"| {name} | {rate(sum(s['valid'] for s in side['samples']), n)} | {gap} |")
+    return (
+        "### The operators' answer format\n\n"
+        f"`{record['command']}`: {n} answers of {record['model']} to m1 and m2 on the {record['task']} seed"
+        f" heuristic (search gap {record['seed_gap_pct']:.2f}%), the same prompts and sampling streams under"
+        " each format.\n\n" + "\n".join(rows) + "\n\n"
+        f"Paired by answer: {differences.count(1)} usable only under the current format,"
+        f" {differences.count(-1)} only under the former; two-sided signed-rank p = {test.p_value:.3g}"
+        f" ({test.method}, n = {test.n}).\n"
+    )
+
+
 def render(evidence: dict[str, Any]) -> str:
     gridnav = paired_episodes("ES on gridnav: held-out success of SmolLM2-135M", evidence.get("gridnav"), "gridnav.png")
     return "\n".join(
@@ -207,7 +232,9 @@ def render(evidence: dict[str, Any]) -> str:
                 "gridnav_shared.png",
             ),
             paired_episodes("GRPO at the same episodes", evidence.get("grpo"), "grpo.png"),
-            bpp_section(evidence.get("bpp_online")) + weights_effect_section(evidence.get("ahd_weights_effect")),
+            bpp_section(evidence.get("bpp_online"))
+            + weights_effect_section(evidence.get("ahd_weights_effect"))
+            + answer_format_section(evidence.get("answer_format")),
         ]
     )
 
