@@ -218,7 +218,9 @@ def test_the_answer_formats_answer_the_same_requests_and_are_scored_alike(tmp_pa
         c["valid"] and not f["valid"] for f, c in zip(former["samples"], current["samples"], strict=True)
     )
     assert f"{only_current} usable only under the current format" in page
+    as_seed = sum(s["valid"] and s["gap_pct"] == record["seed_gap_pct"] for s in current["samples"])
     assert f"| current: idea in the docstring | {sum(s['valid'] for s in current['samples'])}/6" in page
+    assert f"| {as_seed} | " in page.split("current: idea in the docstring")[1]
     assert answer_format.main(["--model", "no-such-model", "--results", str(results)]) == 2
 
 

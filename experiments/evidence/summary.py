@@ -203,10 +203,14 @@ def answer_format_section(record: dict[str, Any] | None) -> str:
         int(c["valid"]) - int(f["valid"]) for f, c in zip(former["samples"], current["samples"], strict=True)
     ]
     test = wilcoxon_signed_rank(differences)
-    rows = ["| answer format | valid code | mean search gap % of the valid |", "| --- | --- | --- |"]
+    rows = [
+        "| answer format | valid code | of which score as the seed | mean search gap % of the valid |",
+        "| --- | --- | --- | --- |",
+    ]
     for name, side in (("former: idea in braces first", former), ("current: idea in the docstring", current)):
         gap = "-" if side["mean_gap_pct"] is None else f"{side['mean_gap_pct']:.2f}"
-        rows.append(f"| {name} | {rate(sum(s['valid'] for s in side['samples']), n)} | {gap} |")
+        as_seed = sum(s["valid"] and s["gap_pct"] == record["seed_gap_pct"] for s in side["samples"])
+        rows.append(f"| {name} | {rate(sum(s['valid'] for s in side['samples']), n)} | {as_seed} | {gap} |")
     return (
         "### The operators' answer format\n\n"
         f"`{record['command']}`: {n} answers of {record['model']} to m1 and m2 on the {record['task']} seed"
