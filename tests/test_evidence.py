@@ -222,6 +222,9 @@ def test_the_answer_formats_answer_the_same_requests_and_are_scored_alike(tmp_pa
     assert f"| current: idea in the docstring | {sum(s['valid'] for s in current['samples'])}/6" in page
     assert f"| {as_seed} | " in page.split("current: idea in the docstring")[1]
     assert answer_format.main(["--model", "no-such-model", "--results", str(results)]) == 2
+    with pytest.raises(SystemExit) as exited:
+        answer_format.main(["--samples", "1", "--results", str(results)])
+    assert exited.value.code == 2
 
 
 def test_decode_speed_rows_come_from_the_recorded_figures() -> None:

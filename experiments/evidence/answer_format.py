@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evidence_file import RESULTS, merge
-from seed_answers import answered, config_sampling, seed_requests
+from seed_answers import answered, config_sampling, sample_count, seed_requests
 
 from coevo.operators.eoh_operators import EoHOperators
 from coevo.operators.metering import BudgetLedger
@@ -60,12 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen-coder-0.5b")
     parser.add_argument("--task", default="bpp_online")
-    parser.add_argument("--samples", type=int, default=32, help="answers per format (default: 32)")
+    parser.add_argument("--samples", type=sample_count, default=32, help="answers per format (default: 32)")
     parser.add_argument("--eval-limit", type=int, help="score on the first N search instances only")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    if args.samples < 2:
-        parser.error(f"--samples must be at least 2, got {args.samples}")
     try:
         figures = answer_format(args.model, args.task, args.samples, args.eval_limit)
     except ConfigError as exc:

@@ -4,6 +4,7 @@ side asked the same prompts with the same sampling streams."""
 
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING, Any
 
 from coevo.llm.base import SamplingParams
@@ -18,6 +19,14 @@ if TYPE_CHECKING:
 OPERATORS = ("m1", "m2")
 SAMPLING_SEED = 20261206
 """Fixed, so a rerun asks the same streams: the figures depend on what is compared alone."""
+
+
+def sample_count(text: str) -> int:
+    """`--samples`: answers per side, at least two (a rate of one answer says nothing)."""
+    count = int(text)
+    if count < 2:
+        raise argparse.ArgumentTypeError(f"must be at least 2, got {count}")
+    return count
 
 
 def seed_requests(config: RunConfig, evaluator: Evaluator, samples: int) -> tuple[list[ProposalRequest], float]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evidence_file import RESULTS, merge, read
-from seed_answers import answered, config_sampling, seed_requests
+from seed_answers import answered, config_sampling, sample_count, seed_requests
 
 from coevo.es.update_log import replay
 from coevo.operators.eoh_operators import EoHOperators
@@ -67,12 +67,10 @@ def weights_effect(run_dir: Path, samples: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a finished AHD run with ES updates (eoh+es, coevo, sample+es)")
-    parser.add_argument("--samples", type=int, default=16, help="answers per side (default: 16)")
+    parser.add_argument("--samples", type=sample_count, default=16, help="answers per side (default: 16)")
     parser.add_argument("--name", required=True, help="the entry's name, e.g. eoh+es/s0")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    if args.samples < 2:
-        parser.error(f"--samples must be at least 2, got {args.samples}")
     try:
         figures = weights_effect(args.run_dir, args.samples)
     except StoreError as exc:
