@@ -19,7 +19,7 @@ BASE = {
     "model": "scripted_llm:build",
     "budget": 12,
     "library": "none",
-    "seed": 4,
+    "seed": 0,  # the scripted answers follow the prompt text: at this seed the first sample leaves room to climb
     "population_size": 4,
     "eval": {"limit": 4, "workers": 1},
     "settings": {"batch": 2},
