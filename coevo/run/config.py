@@ -43,7 +43,7 @@ class _Section(BaseModel):
 
 class ESSettings(_Section):
     sigma: float = Field(1e-3, gt=0, description="sigma_0 of the cosine schedule")
-    sigma_final: float = Field(0.0, ge=0, description="sigma_T the schedule decays to; a step at sigma 0 makes no update")
+    sigma_final: float = Field(0.0, ge=0, description="sigma_T the schedule decays to; at 0 a step makes no update")
     alpha: float = Field(5e-4, gt=0, description="ES learning rate (no 1/sigma, as the reference)")
     directions_per_parent: int = Field(1, ge=1, description="k: ES directions per population slot")
     rank: int = Field(
