@@ -40,10 +40,11 @@ def answer_format(model: str, task: str, samples: int, eval_limit: int | None = 
     """Both formats' answers to the same requests (see the module docstring), scored on the search split
     (its first `eval_limit` instances if given)."""
     config = validate({"method": "eoh", "task": task, "model": model, "budget": samples, "eval": {"limit": eval_limit}})
-    operators = EoHOperators(load_llm(config), get_task(task), BudgetLedger(), sampling=config_sampling(config))
+    problem = get_task(task)
+    operators = EoHOperators(load_llm(config), problem, BudgetLedger(), sampling=config_sampling(config))
     former = replace(operators, templates=operators.templates.with_component("output_format", FORMER_OUTPUT_FORMAT))
     with configured_evaluator(config, "search") as evaluator:
-        requests, seed_gap = seed_requests(config, evaluator, samples)
+        requests, seed_gap = seed_requests(problem, evaluator, samples)
         return {
             "command": f"python experiments/evidence/answer_format.py --model {model} --task {task} --samples {samples}"
             + ("" if eval_limit is None else f" --eval-limit {eval_limit}"),

@@ -11,10 +11,10 @@ from coevo.llm.base import SamplingParams
 from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Parent, Proposal
 from coevo.run.config import RunConfig
-from tasks import get_task
 
 if TYPE_CHECKING:
     from coevo.evaluate.evaluator import Evaluator
+    from tasks.base import Task
 
 OPERATORS = ("m1", "m2")
 SAMPLING_SEED = 20261206
@@ -29,9 +29,8 @@ def sample_count(text: str) -> int:
     return count
 
 
-def seed_requests(config: RunConfig, evaluator: Evaluator, samples: int) -> tuple[list[ProposalRequest], float]:
+def seed_requests(task: Task, evaluator: Evaluator, samples: int) -> tuple[list[ProposalRequest], float]:
     """`samples` requests, m1 and m2 in turn, on the task's seed heuristic, and the seed's search gap."""
-    task = get_task(config.task)
     seed = evaluator.evaluate(task.seed_code())
     parent = Parent("seed", "the task's seed heuristic", task.seed_code(), seed.objective)
     return [ProposalRequest(OPERATORS[i % len(OPERATORS)], (parent,)) for i in range(samples)], seed.gap_pct

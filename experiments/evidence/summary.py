@@ -166,6 +166,11 @@ def bpp_runs_table(record: dict[str, Any]) -> str:
     return "Gap % on val / test of each run's answer:\n\n" + "\n".join(rows)
 
 
+def mean_gap(side: dict[str, Any]) -> str:
+    """A side's mean search gap of its valid answers, or "-" when none was valid."""
+    return "-" if side["mean_gap_pct"] is None else f"{side['mean_gap_pct']:.2f}"
+
+
 def weights_effect_section(entries: dict[str, Any] | None) -> str:
     """Same prompts and sampling seeds under base and trained weights (`weights_effect.py`)."""
     if not entries:
@@ -176,9 +181,7 @@ def weights_effect_section(entries: dict[str, Any] | None) -> str:
     ]
     for name, figures in entries.items():
         before, after = figures["before"], figures["after"]
-        gaps = " -> ".join(
-            "-" if side["mean_gap_pct"] is None else f"{side['mean_gap_pct']:.2f}" for side in (before, after)
-        )
+        gaps = " -> ".join(mean_gap(side) for side in (before, after))
         changed = sum(b != a for b, a in zip(before["samples"], after["samples"], strict=True))
         rows.append(
             f"| {name} | {figures['updates']} ({figures['directed_updates']}) |"
@@ -208,7 +211,7 @@ def answer_format_section(record: dict[str, Any] | None) -> str:
         "| --- | --- | --- | --- |",
     ]
     for name, side in (("former: idea in braces first", former), ("current: idea in the docstring", current)):
-        gap = "-" if side["mean_gap_pct"] is None else f"{side['mean_gap_pct']:.2f}"
+        gap = mean_gap(side)
         as_seed = sum(s["valid"] and s["gap_pct"] == record["seed_gap_pct"] for s in side["samples"])
         rows.append(f"| {name} | {rate(sum(s['valid'] for s in side['samples']), n)} | {as_seed} | {gap} |")
     return (

@@ -44,9 +44,10 @@ def weights_effect(run_dir: Path, samples: int) -> dict[str, Any]:
     if not records:
         raise StoreError(f"{run_dir}: the run made no ES update, so its weights are the base weights")
     llm = load_llm(config, dtype)
-    operators = EoHOperators(llm, get_task(config.task), BudgetLedger(), sampling=config_sampling(config))
+    task = get_task(config.task)
+    operators = EoHOperators(llm, task, BudgetLedger(), sampling=config_sampling(config))
     with configured_evaluator(config, "search", run_dir / "eval-cache") as evaluator:
-        requests, seed_gap = seed_requests(config, evaluator, samples)
+        requests, seed_gap = seed_requests(task, evaluator, samples)
         host = build_host(llm, config)
         base_sha = host.weights_sha256()
         before = answered(operators, requests, evaluator)
