@@ -98,10 +98,10 @@ def test_invalid_rewards_follow_the_reference_penalty():
 # --- ask / tell ----------------------------------------------------------------------------------
 
 
-def make_engine(module: nn.Module, **overrides) -> ESEngine:
+def make_engine(module: nn.Module, progress=None, **overrides) -> ESEngine:
     settings = dict(population_size=6, sigma=0.1, alpha=0.05)
     settings.update(overrides)
-    return ESEngine(ESConfig(**settings), TorchWeightsHost(module))
+    return ESEngine(ESConfig(**settings), TorchWeightsHost(module), progress=progress)
 
 
 def test_config_rejects_bad_settings_with_clear_errors():
@@ -168,6 +168,27 @@ def test_a_step_at_sigma_zero_records_its_rewards_but_leaves_the_weights_alone()
     stats = engine.tell(perturbations, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
     assert stats.update is None and stats.sigma == 0.0 and stats.n_valid == 6 and engine.step == 3
     assert torch.equal(module.theta.detach(), moved)
+
+
+def test_schedules_follow_the_runs_progress_when_given_not_the_update_count():
+    """A run of 10 planned updates that has spent 30% of its budget reads its schedules at step 3, however
+    many updates it has made; the position is fixed at the step's first ask, so asking again repeats the
+    population and tell reads alpha where ask read sigma."""
+    share = [0.3]
+    schedule = {"start": 1.0, "end": 0.0, "kind": "linear"}
+    engine = make_engine(
+        Vector(torch.ones(4)), progress=lambda: share[0], sigma=schedule, alpha=schedule, total_steps=10
+    )
+    members = engine.ask()
+    assert [p.sigma for p in members] == pytest.approx([0.7] * 6)
+    share[0] = 0.5  # evaluations spent between ask and tell
+    assert engine.ask() == members
+    stats = engine.tell(members, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    assert stats.alpha == pytest.approx(0.7) and engine.step == 1
+    assert [p.sigma for p in engine.ask()] == pytest.approx([0.5] * 6)
+    share[0] = 1.7  # past the end: the floor, not beyond it
+    engine.tell(engine.ask(), [1.0] * 6)
+    assert {p.sigma for p in engine.ask()} == {0.0}
 
 
 def test_tell_rejects_mismatched_rewards():

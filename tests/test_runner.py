@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from scripted_llm import ScriptedLLM
 
+from coevo.es.schedules import cosine
 from coevo.es.update_log import replay
 from coevo.methods.base import improvement_reward
 from coevo.run.config import ConfigError, RunConfig, load_config, validate
@@ -63,15 +64,29 @@ def test_every_method_spends_its_budget_and_records_everything(tmp_path: Path, m
         assert store.es_records() == [] and facts["weights_sha256"] is None
 
 
-def test_es_updates_change_the_weights_and_follow_the_cosine_schedule(tmp_path: Path) -> None:
+def test_es_updates_change_the_weights_and_follow_the_cosine_schedule_over_the_budget(tmp_path: Path) -> None:
+    """5 planned updates of 6 members after the library heuristic: step i reads the cosine at the share
+    of the budget spent when it asks, (1 + 6 i) / 31."""
     runner = start_run(config("sample+es", budget=31), tmp_path)
     before = runner.host.weights_sha256()
     runner.run()
     records = RunStore.open(tmp_path).es_records()
     assert len(records) == 5 and all(len(r.seeds) == 6 for r in records)
     assert runner.host.weights_sha256() != before
+    schedule = cosine(0.05, 0.0, total_steps=5)
+    assert [r.sigma for r in records] == pytest.approx([schedule(5 * (1 + 6 * i) / 31) for i in range(5)])
+
+
+def test_eoh_es_decays_sigma_over_the_budget_whatever_its_generations_cost(tmp_path: Path) -> None:
+    """The planned update count assumes whole generations, so this run makes fewer updates than planned:
+    its sigma still falls towards the floor by the end of the budget, and every step has a direction."""
+    runner = start_run(config("eoh+es", budget=40), tmp_path)
+    runner.run()
+    records = RunStore.open(tmp_path).es_records()
     sigmas = [r.sigma for r in records]
-    assert sigmas[0] == pytest.approx(0.05) and sigmas == sorted(sigmas, reverse=True) and sigmas[-1] < 0.05
+    assert len(records) < runner.method.planned_updates()
+    assert sigmas == sorted(sigmas, reverse=True) and 0.0 < sigmas[-1] < 0.05 / 4
+    assert all(r.update is not None for r in records)
 
 
 def test_coevo_evolves_prompt_variants_and_records_them(tmp_path: Path) -> None:

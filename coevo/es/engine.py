@@ -29,7 +29,7 @@ True
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,6 +92,9 @@ class ESEngine:
     """Ask/tell ES; the host owns the weights, the engine only numbers (seeds, rewards, coefficients).
 
     `sigma_schedule`, `alpha_schedule` and `shaping` default to the config's and may be any callables.
+    The schedules advance one step per update unless `progress` is given: the share of the run done
+    (0 to 1), for a run measured in something other than updates (an evaluation budget whose steps
+    vary in cost), so that sigma reaches its floor when the run ends, not when a planned count does.
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class ESEngine:
         sigma_schedule: Schedule | None = None,
         alpha_schedule: Schedule | None = None,
         shaping: Shaping | None = None,
+        progress: Callable[[], float] | None = None,
         start_step: int = 0,
     ) -> None:
         self.config = config
@@ -111,7 +115,10 @@ class ESEngine:
         self.sigma_schedule = sigma_schedule or config.sigma.build(config.total_steps)
         self.alpha_schedule = alpha_schedule or config.alpha.build(config.total_steps)
         self.shaping = shaping or SHAPINGS[config.shaping]
+        self.progress = progress
         self.step = start_step
+        self._position: tuple[int, float] | None = None
+        """(step, where the schedules are read at that step), fixed at the step's first ask."""
 
     @classmethod
     def resume(cls, config: ESConfig, host: WeightsHost, history: History, **injected) -> ESEngine:
@@ -122,7 +129,7 @@ class ESEngine:
 
     def ask(self) -> list[Perturbation]:
         """This step's population; the same list however often it is asked."""
-        sigma = self.sigma_schedule(self.step)
+        sigma = self.sigma_schedule(self.position())
         n_seeds = self.config.population_size // 2 if self.config.antithetic else self.config.population_size
         seeds = [member_seed(self.config.seed, self.step, i) for i in range(n_seeds)]
         if self.config.antithetic:
@@ -141,7 +148,7 @@ class ESEngine:
         if len(sigmas) != 1:
             raise ValueError(f"a population shares one sigma, got {sorted(sigmas)}")
         sigma = sigmas.pop()
-        alpha = self.alpha_schedule(self.step)
+        alpha = self.alpha_schedule(self.position())
         filled = penalize_invalid(rewards)
         shaped = None if filled is None else self.shaping(filled)
         update = None if shaped is None or sigma == 0.0 else self._update(perturbations, shaped, alpha)
@@ -174,6 +181,17 @@ class ESEngine:
             shaped_rewards=record.shaped_rewards,
             update=update,
         )
+
+    def position(self) -> float:
+        """Where this step reads the schedules, in steps: the step itself, or the share of the run done
+        times the planned steps. Fixed at the step's first read, so asking again repeats the population
+        and `tell` reads alpha where `ask` read sigma."""
+        if self.progress is None:
+            return self.step
+        if self._position is None or self._position[0] != self.step:
+            share = min(max(self.progress(), 0.0), 1.0)
+            self._position = (self.step, share * (self.config.total_steps or 1))
+        return self._position[1]
 
     def _update(self, perturbations: Sequence[Perturbation], shaped: np.ndarray, alpha: float) -> Update:
         """g = 1/N sum_i z_i sign_i eps_i, with the terms of a mirrored pair merged into one seed."""

@@ -1,4 +1,5 @@
-"""Step-size schedules for sigma and alpha: plain callables step -> value, injected into the engine.
+"""Step-size schedules for sigma and alpha: plain callables step -> value, injected into the engine
+(a step may be fractional where the engine follows a run's progress rather than its update count).
 
 Cosine to a floor follows the reference: v_t = v_T + (v_0 - v_T) (1 + cos(pi t / T)) / 2; its Sudoku
 ablation found a floor above zero clearly better than decaying to 0. An optional linear warm-up
@@ -14,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Schedule = Callable[[int], float]
+Schedule = Callable[[float], float]
 ScheduleKind = Literal["constant", "linear", "cosine"]
 
 
@@ -28,7 +29,7 @@ class Decay:
     total_steps: int
     warmup_steps: int = 0
 
-    def __call__(self, step: int) -> float:
+    def __call__(self, step: float) -> float:
         if step < 0:
             raise ValueError(f"step must be >= 0, got {step}")
         if step < self.warmup_steps:

@@ -108,7 +108,9 @@ class Runner:
         """ES updates this process has mirrored to the JSONL file; None before its first export."""
         self.engine: ESEngine | None = None
         if self.host is not None:
-            self.engine = ESEngine.resume(self._es_config(), self.host, StoreHistory(store, 0))
+            self.engine = ESEngine.resume(
+                self._es_config(), self.host, StoreHistory(store, 0), progress=self._budget_spent
+            )
         self.executor: Executor = executor or LocalExecutor()
         if (state := store.last_state()) is not None:
             self._restore(state)
@@ -330,6 +332,12 @@ class Runner:
         if self.engine is None:
             raise RuntimeError(f"method {self.config.method} has no ES engine")
         return self.engine
+
+    def _budget_spent(self) -> float:
+        """The share of the budget spent, which the ES schedules follow: a generation's cost varies
+        (crossovers skipped while the population is small, refills), so a count of updates planned
+        from the budget can end early or late, and sigma should reach its floor as the budget runs out."""
+        return self.evaluations / self.config.budget
 
     def _operators(self) -> EoHOperators | None:
         return None if self.task is None else EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
