@@ -61,6 +61,14 @@ def wilcoxon_signed_rank(differences: Sequence[float], exact_up_to: int = EXACT_
     return WilcoxonResult(statistic, n, _normal_p(ranks, statistic), "normal")
 
 
+def smallest_exact_p(n: int) -> float:
+    """The smallest two-sided p the exact test can give on `n` non-zero differences (all of one sign):
+    below 0.05 only from n = 6 on, so a grid of 5 seeds cannot be significant whatever it shows."""
+    if n < 1:
+        raise ValueError(f"need at least one non-zero difference, got {n}")
+    return min(1.0, 2.0 ** (1 - n))
+
+
 def _exact_p(ranks: np.ndarray, statistic: float) -> float:
     """P-value from the exact null distribution: every sign pattern of the ranks is equally likely."""
     doubled = np.rint(2 * ranks).astype(np.int64)  # mid-ranks are multiples of 1/2

@@ -83,7 +83,9 @@ def test_the_paired_figures_are_computed_from_the_outcomes() -> None:
     assert f"p = {2 * 0.5**7:.3g} (exact, n = 7)" in text, "all seven discordant pairs one way: the exact sign test"
     assert "held-out success holds at p < 0.05" in text
     flipped = summary.paired_episodes("T", {**record, "base": after, "after": base}, "t.png")
-    assert "does not hold" in flipped
+    assert "does not hold: success fell, at p < 0.05" in flipped
+    unclear = summary.paired_episodes("T", {**record, "after": [1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]}, "t.png")
+    assert "held-out success does not hold at p < 0.05" in unclear
     assert "Not run yet" in summary.paired_episodes("T", None, "t.png")
 
 
@@ -156,6 +158,7 @@ def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tiny_bp
     assert record["test_pairs"]["coevo vs eoh"] == [[record["runs"]["coevo"]["0"]["test"], eoh["test"]]]
     page = summary.bpp_section(record)
     assert "all three runs finished on seeds 0 (n = 1)" in page and "of which 0 to 0 had a direction" in page
+    assert "With 1 paired seeds the exact test cannot give p below 1 " in page
     assert f"| 0 | {eoh['val']:.2f} / {eoh['test']:.2f}, valid" in page and f"0/{figures['updates']} directed" in page
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from coevo.stats import compare_paired, midranks, wilcoxon_signed_rank, wilson_interval
+from coevo.stats import compare_paired, midranks, smallest_exact_p, wilcoxon_signed_rank, wilson_interval
 
 
 def test_midranks_share_the_mean_rank_of_ties() -> None:
@@ -70,6 +70,14 @@ def test_the_test_is_two_sided() -> None:
 def test_nan_differences_are_refused() -> None:
     with pytest.raises(ValueError, match="NaN"):
         wilcoxon_signed_rank([1.0, float("nan")])
+
+
+def test_the_smallest_exact_p_is_every_difference_one_way() -> None:
+    for n in range(1, 9):
+        assert smallest_exact_p(n) == wilcoxon_signed_rank([1.5] * (n - 1) + [2.0]).p_value
+    assert smallest_exact_p(5) > 0.05 > smallest_exact_p(6)
+    with pytest.raises(ValueError, match="at least one"):
+        smallest_exact_p(0)
 
 
 def test_paired_comparison_counts_wins_ties_and_losses() -> None:

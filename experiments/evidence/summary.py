@@ -14,7 +14,7 @@ from typing import Any
 
 from evidence_file import RESULTS
 
-from coevo.stats import compare_paired, wilcoxon_signed_rank, wilson_interval
+from coevo.stats import compare_paired, smallest_exact_p, wilcoxon_signed_rank, wilson_interval
 
 PAGE = RESULTS.parent.parent / "RESULTS.md"
 
@@ -86,7 +86,13 @@ def paired_episodes(title: str, record: dict[str, Any] | None, plot: str) -> str
     differences = [a - b for a, b in zip(after, base, strict=True)]
     test = wilcoxon_signed_rank(differences)
     gained, lost = differences.count(1), differences.count(-1)
-    holds = "holds" if test.p_value < 0.05 and sum(after) > sum(base) else "does not hold"
+    significant = test.p_value < 0.05
+    if significant and sum(after) > sum(base):
+        verdict = "holds at p < 0.05"
+    elif significant:
+        verdict = "does not hold: success fell, at p < 0.05"
+    else:
+        verdict = "does not hold at p < 0.05"
     lines = [
         f"## {title}",
         "",
@@ -99,7 +105,7 @@ def paired_episodes(title: str, record: dict[str, Any] | None, plot: str) -> str
         "",
         f"Paired by episode: {gained} episodes solved only after training, {lost} only before; two-sided"
         f" signed-rank p = {test.p_value:.3g} ({test.method}, n = {test.n}). The claim that training raised"
-        f" held-out success {holds} at p < 0.05.",
+        f" held-out success {verdict}.",
     ]
     curve = record.get("curve", [])
     if len(curve) > 2:
@@ -139,6 +145,12 @@ def bpp_section(record: dict[str, Any] | None) -> str:
         " a win is a lower gap than eoh's on the same seed.",
         "",
     ]
+    if (seeds := len(record["seeds"])) < 6:
+        lines += [
+            f"With {seeds} paired seeds the exact test cannot give p below {smallest_exact_p(seeds):.3g} (every pair one way),"
+            " so no result here can be significant at p < 0.05; the wins, ties and losses carry the finding.",
+            "",
+        ]
     for split, key in (("val", "pairs"), ("test", "test_pairs")):
         for name, pairs in record[key].items():
             comparison = compare_paired([b - a for a, b in pairs])
@@ -215,7 +227,7 @@ def answer_format_section(record: dict[str, Any] | None) -> str:
         as_seed = sum(s["valid"] and s["gap_pct"] == record["seed_gap_pct"] for s in side["samples"])
         rows.append(f"| {name} | {rate(sum(s['valid'] for s in side['samples']), n)} | {as_seed} | {gap} |")
     return (
-        "### The operators' answer format\n\n"
+        "\n### The operators' answer format\n\n"
         f"`{record['command']}`: {n} answers of {record['model']} to m1 and m2 on the {record['task']} seed"
         f" heuristic (search gap {record['seed_gap_pct']:.2f}%), the same prompts and sampling streams under"
         " each format.\n\n" + "\n".join(rows) + "\n\n"
