@@ -3,6 +3,7 @@
 import doctest
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -189,6 +190,16 @@ def test_schedules_follow_the_runs_progress_when_given_not_the_update_count():
     share[0] = 1.7  # past the end: the floor, not beyond it
     engine.tell(engine.ask(), [1.0] * 6)
     assert {p.sigma for p in engine.ask()} == {0.0}
+
+
+def test_an_exact_share_that_falls_on_a_step_reads_the_schedule_exactly_there():
+    """32 members a step, 3200 evaluations, 100 steps: in floats 224 / 3200 * 100 is not 7."""
+    schedule = {"start": 1e-3, "end": 2.5e-4, "kind": "cosine"}
+    engine = make_engine(
+        Vector(torch.ones(4)), progress=lambda: Fraction(7 * 32, 3200), sigma=schedule, total_steps=100
+    )
+    assert engine.position() == 7.0
+    assert {p.sigma for p in engine.ask()} == {cosine(1e-3, 2.5e-4, total_steps=100)(7)}
 
 
 def test_tell_rejects_mismatched_rewards():

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -95,6 +96,7 @@ class ESEngine:
     The schedules advance one step per update unless `progress` is given: the share of the run done
     (0 to 1), for a run measured in something other than updates (an evaluation budget whose steps
     vary in cost), so that sigma reaches its floor when the run ends, not when a planned count does.
+    Given as an exact `Fraction`, a share that falls on a step reads the schedules exactly there.
     """
 
     def __init__(
@@ -106,7 +108,7 @@ class ESEngine:
         sigma_schedule: Schedule | None = None,
         alpha_schedule: Schedule | None = None,
         shaping: Shaping | None = None,
-        progress: Callable[[], float] | None = None,
+        progress: Callable[[], float | Fraction] | None = None,
         start_step: int = 0,
     ) -> None:
         self.config = config
@@ -189,8 +191,8 @@ class ESEngine:
         if self.progress is None:
             return self.step
         if self._position is None or self._position[0] != self.step:
-            share = min(max(self.progress(), 0.0), 1.0)
-            self._position = (self.step, share * (self.config.total_steps or 1))
+            share = min(max(self.progress(), 0), 1)
+            self._position = (self.step, float(share * (self.config.total_steps or 1)))
         return self._position[1]
 
     def _update(self, perturbations: Sequence[Perturbation], shaped: np.ndarray, alpha: float) -> Update:

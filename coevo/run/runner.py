@@ -18,6 +18,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -333,11 +334,11 @@ class Runner:
             raise RuntimeError(f"method {self.config.method} has no ES engine")
         return self.engine
 
-    def _budget_spent(self) -> float:
+    def _budget_spent(self) -> Fraction:
         """The share of the budget spent, which the ES schedules follow: a generation's cost varies
         (crossovers skipped while the population is small, refills), so a count of updates planned
         from the budget can end early or late, and sigma should reach its floor as the budget runs out."""
-        return self.evaluations / self.config.budget
+        return Fraction(self.evaluations, self.config.budget)
 
     def _operators(self) -> EoHOperators | None:
         return None if self.task is None else EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
