@@ -163,10 +163,11 @@ def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tiny_bp
 
 
 def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_weights(
-    tiny_bpp_grid: Path, tmp_path: Path
+    tiny_bpp_grid: Path, tmp_path: Path, capsys
 ) -> None:
     """The scripted LLM writes the same code under any weights, so its members tie and the run's updates
-    are zero steps; a copy whose stored steps are made non-zero must come back with other weights."""
+    are zero steps; a copy whose stored steps are made non-zero must come back with other weights. Runs
+    measured in one call share one base side, the one each would get alone."""
     import sqlite3
 
     from coevo.es.update_log import UpdateRecord
@@ -182,8 +183,8 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
             db.execute("UPDATE es_updates SET record = ? WHERE step = ?", (moved_record.to_json(), step))
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"ahd_weights_effect": {"other": {"kept": True}}}))
-    for name, run_dir in (("eoh+es/s0", run), ("moved", moved)):
-        assert weights_effect.main([str(run_dir), "--samples", "4", "--name", name, "--results", str(results)]) == 0
+    both = [str(run), str(moved), "--samples", "4", "--name", "eoh+es/s0", "moved", "--results", str(results)]
+    assert weights_effect.main(both) == 0  # one base side for both runs
     entries = json.loads(results.read_text())["ahd_weights_effect"]
     assert entries["other"] == {"kept": True}
     assert not entries["eoh+es/s0"]["weights_changed"] and entries["moved"]["weights_changed"]
@@ -200,8 +201,21 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
     assert f"| moved | {figures['updates']} ({figures['updates']}) | {figures['before']['valid_rate']:.0%} ->" in page
     changed = sum(b != a for b, a in zip(figures["before"]["samples"], figures["after"]["samples"], strict=True))
     assert f"| {changed} of 4 |" in page
+    alone = tmp_path / "alone.json"
+    assert weights_effect.main([str(moved), "--samples", "4", "--results", str(alone)]) == 0
+    measured_alone = json.loads(alone.read_text())["ahd_weights_effect"]["eoh+es/s0"]  # named from its config
+    assert measured_alone["before"] == figures["before"] and measured_alone["after"] == figures["after"]
     eoh = bpp_pairs.Setting("bpp_online", "eoh", 24, 0).run_dir(tiny_bpp_grid)
-    assert weights_effect.main([str(eoh), "--name", "eoh/s0", "--results", str(results)]) == 2
+    assert weights_effect.main([str(eoh), "--results", str(results)]) == 2
+    hotter = tmp_path / "hotter"
+    shutil.copytree(run, hotter)
+    with sqlite3.connect(hotter / "run.sqlite") as db:
+        db.execute("UPDATE meta SET value = json_set(value, '$.llm.temperature', 0.3) WHERE key = 'config'")
+    capsys.readouterr()
+    assert weights_effect.main([str(run), str(hotter), "--results", str(results)]) == 2
+    assert "differ in model, task, sampling or dtype" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        weights_effect.main([str(run), str(moved), "--name", "only-one", "--results", str(results)])
 
 
 def test_the_answer_formats_answer_the_same_requests_and_are_scored_alike(tmp_path: Path) -> None:

@@ -202,9 +202,9 @@ def weights_effect_section(entries: dict[str, Any] | None) -> str:
     samples = next(iter(entries.values()))["samples"]
     return (
         "\n### What the weights changed\n\n"
-        f"`python experiments/evidence/weights_effect.py RUN --name NAME`: {samples} answers to the run's m1 and"
-        " m2 prompts on the seed heuristic, the same sampling seeds under the base weights and under the run's"
-        " replayed weights.\n\n" + "\n".join(rows) + "\n"
+        f"`python experiments/evidence/weights_effect.py RUN...`: {samples} answers to the m1 and m2 prompts on"
+        " the seed heuristic, the same sampling seeds under the base weights and under each run's replayed"
+        " weights.\n\n" + "\n".join(rows) + "\n"
     )
 
 

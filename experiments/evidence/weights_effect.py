@@ -1,30 +1,33 @@
 """What an AHD run's ES updates changed in what the model writes: the same prompts and sampling seeds
 answered under the base weights and under the run's final weights, every answer scored on search.
 
-    python experiments/evidence/weights_effect.py RUN_DIR [--samples 16] [--name eoh+es/s0]
+    python experiments/evidence/weights_effect.py RUN_DIR... [--samples 16] [--name eoh+es/s0 ...]
 
-The prompts are the run's own mutation operators (m1 and m2, half the samples each) on the task's seed
-heuristic, so both sides see identical text and sampling streams: only the weights differ. The final
-weights are the base weights with the run's stored ES updates replayed, which reproduces the run's
-weights exactly. Writes per side the valid-code rate and the mean search gap of the valid answers, and
-per sample both verdicts, under `ahd_weights_effect` in the evidence file (one entry per --name).
+The prompts are the mutation operators m1 and m2 (half the samples each) on the task's seed heuristic,
+so both sides see identical text and sampling streams: only the weights differ. The final weights are
+the base weights with the run's stored ES updates replayed, which reproduces the run's weights exactly.
+Runs of one grid share their model, task, sampling and dtype, so their base side is the same answers:
+it is generated once per call, and each run adds only its own side. Writes per side the valid-code rate
+and the mean search gap of the valid answers, and per sample both verdicts, under `ahd_weights_effect`
+in the evidence file (one entry per run, named `method/sSEED` unless --name names them).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evidence_file import RESULTS, merge, read
 from seed_answers import answered, config_sampling, sample_count, seed_requests
 
-from coevo.es.update_log import replay
+from coevo.es.update_log import UpdateRecord, replay
 from coevo.operators.eoh_operators import EoHOperators
 from coevo.operators.metering import BudgetLedger
 from coevo.run.build import build_host, configured_evaluator, load_llm
-from coevo.run.config import from_stored, validate
+from coevo.run.config import RunConfig, from_stored, validate
 from coevo.run.session import recorded_dtype
 from coevo.run.store import RunStore, StoreError
 from tasks import get_task
@@ -32,58 +35,93 @@ from tasks import get_task
 KEY = "ahd_weights_effect"
 
 
-def weights_effect(run_dir: Path, samples: int) -> dict[str, Any]:
-    """Base against final weights on the same prompts and seeds (see the module docstring)."""
-    store = RunStore.open(run_dir)
-    try:
-        config = validate(from_stored(store.config))
-        records = store.es_records()
-        dtype = recorded_dtype(store)
-    finally:
-        store.close()
-    if not records:
-        raise StoreError(f"{run_dir}: the run made no ES update, so its weights are the base weights")
-    llm = load_llm(config, dtype)
-    task = get_task(config.task)
-    operators = EoHOperators(llm, task, BudgetLedger(), sampling=config_sampling(config))
-    with configured_evaluator(config, "search", run_dir / "eval-cache") as evaluator:
-        requests, seed_gap = seed_requests(task, evaluator, samples)
-        host = build_host(llm, config)
-        base_sha = host.weights_sha256()
-        before = answered(operators, requests, evaluator)
-        replay(host, records)
-        after = answered(operators, requests, evaluator)
-    return {
-        "run": str(run_dir),
-        "updates": len(records),
-        "directed_updates": sum(record.has_direction for record in records),
-        "samples": samples,
-        "weights_changed": host.weights_sha256() != base_sha,
-        "seed_gap_pct": seed_gap,
-        "before": before,
-        "after": after,
-    }
+@dataclass(frozen=True)
+class StoredRun:
+    """What the measurement needs from a finished run's store."""
+
+    path: Path
+    config: RunConfig
+    records: list[UpdateRecord]
+    dtype: str
+
+    @classmethod
+    def open(cls, run_dir: Path) -> StoredRun:
+        store = RunStore.open(run_dir)
+        try:
+            run = cls(run_dir, validate(from_stored(store.config)), store.es_records(), recorded_dtype(store))
+        finally:
+            store.close()
+        if not run.records:
+            raise StoreError(f"{run_dir}: the run made no ES update, so its weights are the base weights")
+        return run
+
+    def base_setting(self) -> tuple[Any, ...]:
+        """What the base side's answers depend on: equal settings give the same answers."""
+        es = self.config.es
+        return self.config.model, self.config.task, self.config.llm.model_dump(), es.rank, es.scope, self.dtype
+
+
+def weights_effect(runs: list[StoredRun], samples: int) -> list[dict[str, Any]]:
+    """Base against each run's final weights on the same prompts and seeds (see the module docstring)."""
+    for run in runs[1:]:
+        if run.base_setting() != runs[0].base_setting():
+            raise StoreError(
+                f"{run.path} and {runs[0].path} differ in model, task, sampling or dtype, so their base"
+                " answers differ: measure them in separate calls"
+            )
+    task = get_task(runs[0].config.task)
+    before = None
+    figures = []
+    for run in runs:
+        llm = load_llm(run.config, run.dtype)  # afresh per run: replay moves the loaded weights
+        operators = EoHOperators(llm, task, BudgetLedger(), sampling=config_sampling(run.config))
+        with configured_evaluator(run.config, "search", run.path / "eval-cache") as evaluator:
+            requests, seed_gap = seed_requests(task, evaluator, samples)
+            host = build_host(llm, run.config)
+            base_sha = host.weights_sha256()
+            if before is None:
+                before = answered(operators, requests, evaluator)
+            replay(host, run.records)
+            after = answered(operators, requests, evaluator)
+        figures.append(
+            {
+                "run": str(run.path),
+                "updates": len(run.records),
+                "directed_updates": sum(record.has_direction for record in run.records),
+                "samples": samples,
+                "weights_changed": host.weights_sha256() != base_sha,
+                "seed_gap_pct": seed_gap,
+                "before": before,
+                "after": after,
+            }
+        )
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="a finished AHD run with ES updates (eoh+es, coevo, sample+es)")
+    parser.add_argument("run_dirs", nargs="+", type=Path, help="finished AHD runs with ES updates (eoh+es, coevo)")
     parser.add_argument("--samples", type=sample_count, default=16, help="answers per side (default: 16)")
-    parser.add_argument("--name", required=True, help="the entry's name, e.g. eoh+es/s0")
+    parser.add_argument("--name", nargs="+", help="the entries' names, one per run (default: method/sSEED)")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if args.name is not None and len(args.name) != len(args.run_dirs):
+        parser.error(f"--name gives {len(args.name)} names for {len(args.run_dirs)} runs")
     try:
-        figures = weights_effect(args.run_dir, args.samples)
+        runs = [StoredRun.open(run_dir) for run_dir in args.run_dirs]
+        measured = weights_effect(runs, args.samples)
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    merge(KEY, {**read(KEY, args.results), args.name: figures}, args.results)
-    before, after = figures["before"], figures["after"]
-    print(
-        f"{args.name}: valid {before['valid_rate']:.2f} -> {after['valid_rate']:.2f}, "
-        f"mean gap {before['mean_gap_pct']} -> {after['mean_gap_pct']} after {figures['updates']} ES updates"
-        f" ({figures['directed_updates']} with a direction)"
-    )
+    names = args.name or [f"{run.config.method}/s{run.config.seed}" for run in runs]
+    merge(KEY, {**read(KEY, args.results), **dict(zip(names, measured, strict=True))}, args.results)
+    for name, figures in zip(names, measured, strict=True):
+        before, after = figures["before"], figures["after"]
+        print(
+            f"{name}: valid {before['valid_rate']:.2f} -> {after['valid_rate']:.2f}, "
+            f"mean gap {before['mean_gap_pct']} -> {after['mean_gap_pct']} after {figures['updates']} ES updates"
+            f" ({figures['directed_updates']} with a direction)"
+        )
     return 0
 
 
