@@ -213,7 +213,7 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
         db.execute("UPDATE meta SET value = json_set(value, '$.llm.temperature', 0.3) WHERE key = 'config'")
     capsys.readouterr()
     assert weights_effect.main([str(run), str(hotter), "--results", str(results)]) == 2
-    assert "differ in model, task, sampling or dtype" in capsys.readouterr().err
+    assert "differ in model, task, sampling, evaluation or dtype" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         weights_effect.main([str(run), str(moved), "--name", "only-one", "--results", str(results)])
 

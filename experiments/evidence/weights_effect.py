@@ -6,7 +6,7 @@ answered under the base weights and under the run's final weights, every answer 
 The prompts are the mutation operators m1 and m2 (half the samples each) on the task's seed heuristic,
 so both sides see identical text and sampling streams: only the weights differ. The final weights are
 the base weights with the run's stored ES updates replayed, which reproduces the run's weights exactly.
-Runs of one grid share their model, task, sampling and dtype, so their base side is the same answers:
+Runs of one grid share their model, task, sampling, evaluation and dtype, so their base side is the same:
 it is generated once per call, and each run adds only its own side. Writes per side the valid-code rate
 and the mean search gap of the valid answers, and per sample both verdicts, under `ahd_weights_effect`
 in the evidence file (one entry per run, named `method/sSEED` unless --name names them).
@@ -24,13 +24,15 @@ from evidence_file import RESULTS, merge, read
 from seed_answers import answered, config_sampling, sample_count, seed_requests
 
 from coevo.es.update_log import UpdateRecord, replay
-from coevo.operators.eoh_operators import EoHOperators
+from coevo.evaluate.evaluator import Evaluator
+from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.metering import BudgetLedger
 from coevo.run.build import build_host, configured_evaluator, load_llm
 from coevo.run.config import RunConfig, from_stored, validate
 from coevo.run.session import recorded_dtype
 from coevo.run.store import RunStore, StoreError
 from tasks import get_task
+from tasks.base import Task
 
 KEY = "ahd_weights_effect"
 
@@ -56,45 +58,52 @@ class StoredRun:
         return run
 
     def base_setting(self) -> tuple[Any, ...]:
-        """What the base side's answers depend on: equal settings give the same answers."""
-        es = self.config.es
-        return self.config.model, self.config.task, self.config.llm.model_dump(), es.rank, es.scope, self.dtype
+        """What the base side's answers and their verdicts depend on: equal settings give the same."""
+        config, es = self.config, self.config.es
+        return config.model, config.task, config.llm.model_dump(), config.eval.limit, es.rank, es.scope, self.dtype
+
+
+def answers_under(
+    run: StoredRun, replayed: bool, task: Task, requests: list[ProposalRequest], evaluator: Evaluator
+) -> tuple[dict[str, Any], str]:
+    """The requests answered under the run's base weights, or its final ones if `replayed` (a fresh load
+    each time: replay moves the loaded weights), and the hash of those weights."""
+    llm = load_llm(run.config, run.dtype)
+    host = build_host(llm, run.config)
+    if replayed:
+        replay(host, run.records)
+    operators = EoHOperators(llm, task, BudgetLedger(), sampling=config_sampling(run.config))
+    return answered(operators, requests, evaluator), host.weights_sha256()
 
 
 def weights_effect(runs: list[StoredRun], samples: int) -> list[dict[str, Any]]:
     """Base against each run's final weights on the same prompts and seeds (see the module docstring)."""
+    first = runs[0]
     for run in runs[1:]:
-        if run.base_setting() != runs[0].base_setting():
+        if run.base_setting() != first.base_setting():
             raise StoreError(
-                f"{run.path} and {runs[0].path} differ in model, task, sampling or dtype, so their base"
-                " answers differ: measure them in separate calls"
+                f"{run.path} and {first.path} differ in model, task, sampling, evaluation or dtype, so their"
+                " base answers differ: measure them in separate calls"
             )
-    task = get_task(runs[0].config.task)
-    before = None
-    figures = []
-    for run in runs:
-        llm = load_llm(run.config, run.dtype)  # afresh per run: replay moves the loaded weights
-        operators = EoHOperators(llm, task, BudgetLedger(), sampling=config_sampling(run.config))
-        with configured_evaluator(run.config, "search", run.path / "eval-cache") as evaluator:
-            requests, seed_gap = seed_requests(task, evaluator, samples)
-            host = build_host(llm, run.config)
-            base_sha = host.weights_sha256()
-            if before is None:
-                before = answered(operators, requests, evaluator)
-            replay(host, run.records)
-            after = answered(operators, requests, evaluator)
-        figures.append(
-            {
-                "run": str(run.path),
-                "updates": len(run.records),
-                "directed_updates": sum(record.has_direction for record in run.records),
-                "samples": samples,
-                "weights_changed": host.weights_sha256() != base_sha,
-                "seed_gap_pct": seed_gap,
-                "before": before,
-                "after": after,
-            }
-        )
+    task = get_task(first.config.task)
+    with configured_evaluator(first.config, "search", first.path / "eval-cache") as evaluator:
+        requests, seed_gap = seed_requests(task, evaluator, samples)
+        before, base_sha = answers_under(first, False, task, requests, evaluator)
+        figures = []
+        for run in runs:
+            after, sha = answers_under(run, True, task, requests, evaluator)
+            figures.append(
+                {
+                    "run": str(run.path),
+                    "updates": len(run.records),
+                    "directed_updates": sum(record.has_direction for record in run.records),
+                    "samples": samples,
+                    "weights_changed": sha != base_sha,
+                    "seed_gap_pct": seed_gap,
+                    "before": before,
+                    "after": after,
+                }
+            )
     return figures
 
 
