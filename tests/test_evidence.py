@@ -19,6 +19,8 @@ sys.path.insert(0, str(EVIDENCE))
 import agent_run  # noqa: E402
 import answer_format  # noqa: E402
 import bpp_pairs  # noqa: E402
+import move_choice  # noqa: E402
+import move_choice_es  # noqa: E402
 import summary  # noqa: E402
 import weights_effect  # noqa: E402
 
@@ -260,3 +262,85 @@ def test_decode_speed_rows_come_from_the_recorded_figures() -> None:
     assert "| m1 | float32 | 1 | 9.7 (14.5) | 39.1 (56.1) | 0.99 |" in text and "on Some CPU" in text
     assert text.count("of the 67 tokens/s") == 1 and "m1: the lean loop's one stream is 0.14 of" in text
     assert summary.decode_section(None) == ""
+
+
+def test_the_move_choice_reads_the_closing_moves_under_base_and_replayed_weights(
+    tiny_bpp_grid: Path, tmp_path: Path, one_torch_thread, capsys
+) -> None:
+    """The closing moves are those that shorten the distance when the environment applies them; batching
+    with left padding gives each turn what it gets alone; the run's updates move the probabilities; a
+    run that is not on gridnav is refused in one line."""
+    import numpy as np
+
+    from tasks.agents import make_env
+
+    config = tmp_path / "es.toml"
+    config.write_text(CONFIG)
+    assert coevo(["run", str(config), "--run-dir", str(tmp_path / "run")]) == 0
+    results = tmp_path / "results.json"
+    assert move_choice.main([str(tmp_path / "run"), "--episodes", "6", "--results", str(results)]) == 0
+    record = json.loads(results.read_text())["gridnav_move_choice"]
+    seeds = record["episode_seeds"]
+    assert len(seeds) == len(record["base"]) == len(record["chance"]) == 6
+    for seed, chance in zip(seeds, record["chance"], strict=True):
+        closing = 0
+        for direction in ("up", "down", "left", "right"):
+            env = make_env("gridnav", 2)
+            env.reset(seed)
+            distance = lambda: sum(abs(p - g) for p, g in zip(env.position, env.goal, strict=True))  # noqa: E731
+            before = distance()
+            env.step(f"move {direction}")
+            closing += distance() < before
+        assert chance == closing / 4
+    run = move_choice.StoredRun.open(tmp_path / "run")
+    llm, _ = run.model(replayed=False)
+    turns = move_choice.first_turns(run.config.workload.env, 2, seeds)
+    alone = [move_choice.closing_probabilities(llm, [turn])[0] for turn in turns]
+    assert alone == pytest.approx(record["base"], abs=1e-5)
+    assert all(0 < p < 1 for p in record["base"])
+    figures = record["runs"]["run"]
+    assert figures["weights_changed"] and figures["updates"] >= 1
+    assert figures["after"] != pytest.approx(record["base"], abs=1e-6)
+    page = summary.move_choice_section(record)
+    assert f"| chance (a move drawn at random) | {np.mean(record['chance']):.3f} |" in page
+    assert f"| run ({figures['updates']} updates) | {np.mean(figures['after']):.3f} |" in page
+    moved = abs(np.mean(figures["after"]) - np.mean(record["base"]))
+    assert f"The runs moved the mean by at most {moved:.4f}." in page
+    capsys.readouterr()
+    not_gridnav = bpp_pairs.Setting("bpp_online", "eoh+es", 24, 0).run_dir(tiny_bpp_grid)
+    assert move_choice.main([str(not_gridnav), "--results", str(results)]) == 2
+    assert "not a gridnav agent run" in capsys.readouterr().err
+
+
+def test_es_on_the_closing_move_probability_starts_from_the_base_and_moves_the_weights(
+    tmp_path: Path, one_torch_thread, capsys, monkeypatch
+) -> None:
+    """Generation 0 of the held-out curve is what `move_choice` gives the base weights; the updates move
+    the held-out probabilities; an odd population is refused before any model loads."""
+    from coevo.run.build import load_llm
+    from coevo.run.config import validate
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent))  # tiny_lm, as a model factory
+    results = tmp_path / "results.json"
+    tiny = ["--model", "tiny_lm:build_tiny_agent", "--population", "4", "--turns", "2", "--episodes", "5"]
+    args = [*tiny, "--generations", "3", "--every", "2", "--sigma", "0.5", "--alpha", "0.1"]
+    assert move_choice_es.main([*args, "--results", str(results)]) == 0
+    record = json.loads(results.read_text())["gridnav_move_choice_es"]
+    assert [point["generation"] for point in record["curve"]] == [0, 2, 3]
+    config = validate(
+        {
+            "method": "es",
+            "model": "tiny_lm:build_tiny_agent",
+            "budget": 1,
+            "workload": {"kind": "agent", "env": "gridnav"},
+        }
+    )
+    turns = move_choice.first_turns("gridnav", 2, record["episode_seeds"])
+    base = move_choice.closing_probabilities(load_llm(config, "float32"), turns)
+    assert record["curve"][0]["heldout"] == pytest.approx(base, abs=1e-6)
+    assert record["curve"][-1]["heldout"] != pytest.approx(base, abs=1e-6)
+    assert "generation 3: members" in capsys.readouterr().out
+    page = summary.move_choice_es_section(record)
+    assert "--generations 3 --population 4 --turns 2" in page and "at generation 3;" in page
+    with pytest.raises(SystemExit):
+        move_choice_es.main([*tiny, "--population", "3", "--results", str(results)])

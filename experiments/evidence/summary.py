@@ -128,6 +128,69 @@ def tune_section(trials: list[dict[str, Any]] | None) -> str:
     )
 
 
+def move_choice_section(record: dict[str, Any] | None) -> str:
+    """The probability of a closing first move under chance, base and trained weights, paired by episode."""
+    if not record:
+        return ""
+    chance, base = record["chance"], record["base"]
+    n = len(base)
+
+    def against(values: list[float], reference: list[float]) -> str:
+        test = wilcoxon_signed_rank([v - r for v, r in zip(values, reference, strict=True)])
+        return f"{sum(values) / n - sum(reference) / n:+.4f} (p = {test.p_value:.3g})"
+
+    rows = [
+        "| weights | mean probability of a closing move | against chance | against base |",
+        "| --- | --- | --- | --- |",
+        f"| chance (a move drawn at random) | {sum(chance) / n:.3f} | | |",
+        f"| base | {sum(base) / n:.3f} | {against(base, chance)} | |",
+    ]
+    for name, figures in record["runs"].items():
+        after = figures["after"]
+        rows.append(
+            f"| {name} ({figures['updates']} updates) | {sum(after) / n:.3f} | {against(after, chance)} |"
+            f" {against(after, base)} |"
+        )
+    base_test = wilcoxon_signed_rank([b - c for b, c in zip(base, chance, strict=True)])
+    skill = (
+        "The base weights choose better than chance, at p < 0.05"
+        if base_test.p_value < 0.05 and sum(base) > sum(chance)
+        else "The base weights choose no better than chance at p < 0.05: there is no reading of the coordinates"
+        " for ES to sharpen, only one to build"
+    )
+    moved = max((abs(sum(f["after"]) - sum(base)) / n for f in record["runs"].values()), default=0.0)
+    rows.append("")
+    rows.append(f"{skill}. The runs moved the mean by at most {moved:.4f}.")
+    return (
+        "## Does the model prefer the move that closes in?\n\n"
+        "`python experiments/evidence/move_choice.py RUN...` (each run named by its config in"
+        f" experiments/evidence): at the first turn of the first {n} {record['split']} episodes of"
+        f' {record["env"]} H={record["horizon"]}, the policy\'s prompt followed by "move", and the probability'
+        f" {record['model']} gives each direction next, renormalised over the four (no sampling). Differences"
+        " of the means, with the two-sided signed-rank p paired by episode:\n\n" + "\n".join(rows) + "\n"
+    )
+
+
+def move_choice_es_section(record: dict[str, Any] | None) -> str:
+    """ES trained on the closing-move probability itself: its held-out curve, last against first."""
+    if not record:
+        return ""
+    curve = record["curve"]
+    first, last = curve[0]["heldout"], curve[-1]["heldout"]
+    n = len(first)
+    test = wilcoxon_signed_rank([b - a for a, b in zip(first, last, strict=True)])
+    points = ", ".join(f"{sum(p['heldout']) / n:.3f} at generation {p['generation']}" for p in curve)
+    settings = record["settings"]
+    return (
+        "\nES trained on this probability itself (no sampling anywhere), each member worth its mean over"
+        f" {settings['turns']} fresh search episodes a generation, {settings['population']} mirrored low-rank"
+        f" members (rank {settings['rank']}), sigma {settings['sigma']:g}, alpha {settings['alpha']:g}:"
+        f" `{record['command']}`. Held-out mean on the same {n} {record['split']} episodes: {points};"
+        f" last against first, paired by episode, {sum(last) / n - sum(first) / n:+.4f}"
+        f" (two-sided signed-rank p = {test.p_value:.3g}).\n"
+    )
+
+
 def bpp_section(record: dict[str, Any] | None) -> str:
     """Each ES arm against eoh of the same seed, on the gap of the run's answer (lower is better)."""
     title = "## Co-evolution against prompt-only on bpp_online"
@@ -251,6 +314,8 @@ def render(evidence: dict[str, Any]) -> str:
                 "gridnav_shared.png",
             ),
             paired_episodes("GRPO at the same episodes", evidence.get("grpo"), "grpo.png"),
+            move_choice_section(evidence.get("gridnav_move_choice"))
+            + move_choice_es_section(evidence.get("gridnav_move_choice_es")),
             bpp_section(evidence.get("bpp_online"))
             + weights_effect_section(evidence.get("ahd_weights_effect"))
             + answer_format_section(evidence.get("answer_format")),

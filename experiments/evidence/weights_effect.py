@@ -16,75 +16,44 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evidence_file import RESULTS, merge, read
 from seed_answers import answered, config_sampling, sample_count, seed_requests
+from stored_run import StoredRun, same_base
 
-from coevo.es.update_log import UpdateRecord, replay
 from coevo.evaluate.evaluator import Evaluator
 from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.metering import BudgetLedger
-from coevo.run.build import build_host, configured_evaluator, load_llm
-from coevo.run.config import RunConfig, from_stored, validate
-from coevo.run.session import recorded_dtype
-from coevo.run.store import RunStore, StoreError
+from coevo.run.build import configured_evaluator
+from coevo.run.store import StoreError
 from tasks import get_task
 from tasks.base import Task
 
 KEY = "ahd_weights_effect"
 
 
-@dataclass(frozen=True)
-class StoredRun:
-    """What the measurement needs from a finished run's store."""
-
-    path: Path
-    config: RunConfig
-    records: list[UpdateRecord]
-    dtype: str
-
-    @classmethod
-    def open(cls, run_dir: Path) -> StoredRun:
-        store = RunStore.open(run_dir)
-        try:
-            run = cls(run_dir, validate(from_stored(store.config)), store.es_records(), recorded_dtype(store))
-        finally:
-            store.close()
-        if not run.records:
-            raise StoreError(f"{run_dir}: the run made no ES update, so its weights are the base weights")
-        return run
-
-    def base_setting(self) -> tuple[Any, ...]:
-        """What the base side's answers and their verdicts depend on: equal settings give the same."""
-        config, es = self.config, self.config.es
-        return config.model, config.task, config.llm.model_dump(), config.eval.limit, es.rank, es.scope, self.dtype
+def base_setting(run: StoredRun) -> tuple[Any, ...]:
+    """What the base side's answers and their verdicts depend on: equal settings give the same."""
+    config, es = run.config, run.config.es
+    return config.model, config.task, config.llm.model_dump(), config.eval.limit, es.rank, es.scope, run.dtype
 
 
 def answers_under(
     run: StoredRun, replayed: bool, task: Task, requests: list[ProposalRequest], evaluator: Evaluator
 ) -> tuple[dict[str, Any], str]:
-    """The requests answered under the run's base weights, or its final ones if `replayed` (a fresh load
-    each time: replay moves the loaded weights), and the hash of those weights."""
-    llm = load_llm(run.config, run.dtype)
-    host = build_host(llm, run.config)
-    if replayed:
-        replay(host, run.records)
+    """The requests answered under the run's base weights, or its final ones if `replayed`, and the hash
+    of those weights."""
+    llm, weights_sha = run.model(replayed)
     operators = EoHOperators(llm, task, BudgetLedger(), sampling=config_sampling(run.config))
-    return answered(operators, requests, evaluator), host.weights_sha256()
+    return answered(operators, requests, evaluator), weights_sha
 
 
 def weights_effect(runs: list[StoredRun], samples: int) -> list[dict[str, Any]]:
     """Base against each run's final weights on the same prompts and seeds (see the module docstring)."""
+    same_base(runs, base_setting, "model, task, sampling, evaluation or dtype")
     first = runs[0]
-    for run in runs[1:]:
-        if run.base_setting() != first.base_setting():
-            raise StoreError(
-                f"{run.path} and {first.path} differ in model, task, sampling, evaluation or dtype, so their"
-                " base answers differ: measure them in separate calls"
-            )
     task = get_task(first.config.task)
     with configured_evaluator(first.config, "search", first.path / "eval-cache") as evaluator:
         requests, seed_gap = seed_requests(task, evaluator, samples)

@@ -1,0 +1,59 @@
+"""A finished run's store as the evidence scripts read it: its config, its ES updates, the dtype it
+computed in, and its model under the base or the final weights (the base with the updates replayed,
+which reproduces the run's weights exactly)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from coevo.es.update_log import UpdateRecord, replay
+from coevo.llm.base import LLM
+from coevo.run.build import build_host, load_llm
+from coevo.run.config import RunConfig, from_stored, validate
+from coevo.run.session import recorded_dtype
+from coevo.run.store import RunStore, StoreError
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """What a measurement of a run's weights needs from its store."""
+
+    path: Path
+    config: RunConfig
+    records: list[UpdateRecord]
+    dtype: str
+
+    @classmethod
+    def open(cls, run_dir: Path) -> StoredRun:
+        """The run at `run_dir`; a run without ES updates is refused (its weights are the base's)."""
+        store = RunStore.open(run_dir)
+        try:
+            run = cls(run_dir, validate(from_stored(store.config)), store.es_records(), recorded_dtype(store))
+        finally:
+            store.close()
+        if not run.records:
+            raise StoreError(f"{run_dir}: the run made no ES update, so its weights are the base weights")
+        return run
+
+    def model(self, replayed: bool) -> tuple[LLM, str]:
+        """The run's model under its base weights, or its final ones if `replayed` (a fresh load each
+        time: replaying moves the loaded weights), and the hash of those weights."""
+        llm = load_llm(self.config, self.dtype)
+        host = build_host(llm, self.config)
+        if replayed:
+            replay(host, self.records)
+        return llm, host.weights_sha256()
+
+
+def same_base(runs: Sequence[StoredRun], setting: Callable[[StoredRun], Hashable], what: str) -> None:
+    """Refuse, in one line, runs whose base side differs (`setting` is what the base side depends on,
+    and may itself refuse a run; `what` names it): one base side then serves them all."""
+    first, *others = [(run, setting(run)) for run in runs]
+    for run, other in others:
+        if other != first[1]:
+            raise StoreError(
+                f"{run.path} and {first[0].path} differ in {what}, so their base sides differ: measure them in"
+                " separate calls"
+            )
