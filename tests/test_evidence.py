@@ -292,6 +292,8 @@ def test_the_move_choice_reads_the_closing_moves_under_base_and_replayed_weights
             env.step(f"move {direction}")
             closing += distance() < before
         assert chance == closing / 4
+    walker = record["random_walk_success"]
+    assert len(walker) == 6 and all(0 < share < 1 for share in walker)  # 2 moves away, 6 turns: sometimes
     run = move_choice.StoredRun.open(tmp_path / "run")
     llm, _ = run.model(replayed=False)
     turns = move_choice.first_turns(run.config.workload.env, 2, seeds)
@@ -306,6 +308,7 @@ def test_the_move_choice_reads_the_closing_moves_under_base_and_replayed_weights
     assert f"| run ({figures['updates']} updates) | {np.mean(figures['after']):.3f} |" in page
     moved = abs(np.mean(figures["after"]) - np.mean(record["base"]))
     assert f"The runs moved the mean by at most {moved:.4f}." in page
+    assert f"solves {sum(walker):.1f} of these 6 episodes on average." in page
     capsys.readouterr()
     not_gridnav = bpp_pairs.Setting("bpp_online", "eoh+es", 24, 0).run_dir(tiny_bpp_grid)
     assert move_choice.main([str(not_gridnav), "--results", str(results)]) == 2

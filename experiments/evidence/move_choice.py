@@ -8,8 +8,8 @@ this one says whether the weights point the right way at all, with no sampling n
 
 Every run is an ES agent run on gridnav (or its dense variant); the base weights are measured once,
 each run's final weights (its updates replayed) once. Writes per episode the probability of a closing
-move under each, and its chance level (the share of the four moves that close in), under
-`gridnav_move_choice` in the evidence file.
+move under each, its chance level (the share of the four moves that close in), and how often a uniform
+random walker solves the episode, under `gridnav_move_choice` in the evidence file.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from tasks.agents.splits import verify_split
 
 KEY = "gridnav_move_choice"
 BATCH_ROWS = 16
+WALKS = 200
+"""Random walks per episode: the walker's success share is then known to about +-0.035 an episode."""
 
 
 def first_turns(env: str, horizon: int, seeds: Sequence[int]) -> list[tuple[str, frozenset[str]]]:
@@ -49,6 +51,26 @@ def first_turns(env: str, horizon: int, seeds: Sequence[int]) -> list[tuple[str,
         )
         turns.append((observation, closing))
     return turns
+
+
+def random_walk_success(env: str, horizon: int, seeds: Sequence[int], walks: int = WALKS) -> list[float]:
+    """Per seed, the share of `walks` episodes a uniform random walker solves: a valid move every turn
+    and no reading at all, the floor that a policy which reads nothing but writes valid moves reaches."""
+    rng = np.random.default_rng(0)
+    names = list(DIRECTIONS)
+    shares = []
+    for seed in seeds:
+        solved = 0
+        for _ in range(walks):
+            game = make_env(env, horizon)
+            game.reset(seed)
+            while True:
+                _, _, terminated, truncated, info = game.step(f"move {names[rng.integers(len(names))]}")
+                if terminated or truncated:
+                    solved += bool(info["success"])
+                    break
+        shares.append(solved / walks)
+    return shares
 
 
 def direction_tokens(tokenizer: Any) -> tuple[list[int], list[int]]:
@@ -112,6 +134,7 @@ def move_choice(runs: list[StoredRun], episodes: int) -> dict[str, Any]:
         "split": "test",
         "episode_seeds": list(seeds),
         "chance": [len(closing) / len(DIRECTIONS) for _, closing in turns],
+        "random_walk_success": random_walk_success(workload.env, workload.agent_horizon, seeds),
         "base": closing_probabilities(base_llm, turns),
         "runs": {},
     }

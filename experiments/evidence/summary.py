@@ -128,8 +128,9 @@ def tune_section(trials: list[dict[str, Any]] | None) -> str:
     )
 
 
-def move_choice_section(record: dict[str, Any] | None) -> str:
-    """The probability of a closing first move under chance, base and trained weights, paired by episode."""
+def move_choice_section(record: dict[str, Any] | None, sampled: dict[str, Any] | None = None) -> str:
+    """The probability of a closing first move under chance, base and trained weights, paired by episode,
+    and a random walker's success beside the base model's (`sampled`: the gridnav run's record)."""
     if not record:
         return ""
     chance, base = record["chance"], record["base"]
@@ -159,8 +160,17 @@ def move_choice_section(record: dict[str, Any] | None) -> str:
         " for ES to sharpen, only one to build"
     )
     moved = max((abs(sum(f["after"]) - sum(base)) / n for f in record["runs"].values()), default=0.0)
-    rows.append("")
-    rows.append(f"{skill}. The runs moved the mean by at most {moved:.4f}.")
+    walker = sum(record["random_walk_success"])
+    rows += ["", f"{skill}. The runs moved the mean by at most {moved:.4f}."]
+    rows.append(
+        f"A walker that picks one of the four moves at random every turn (a valid move, no reading) solves"
+        f" {walker:.1f} of these {n} episodes on average"
+    )
+    if sampled and sampled["episode_seeds"] == record["episode_seeds"]:
+        solved = sum(sampled["base"])
+        than = "fewer than" if solved < walker else "as many as" if solved == walker else "more than"
+        rows[-1] += f"; the base model, sampling its replies, solved {solved} (first section), {than} the walker"
+    rows[-1] += "."
     return (
         "## Does the model prefer the move that closes in?\n\n"
         "`python experiments/evidence/move_choice.py RUN...` (each run named by its config in"
@@ -314,7 +324,7 @@ def render(evidence: dict[str, Any]) -> str:
                 "gridnav_shared.png",
             ),
             paired_episodes("GRPO at the same episodes", evidence.get("grpo"), "grpo.png"),
-            move_choice_section(evidence.get("gridnav_move_choice"))
+            move_choice_section(evidence.get("gridnav_move_choice"), evidence.get("gridnav"))
             + move_choice_es_section(evidence.get("gridnav_move_choice_es")),
             bpp_section(evidence.get("bpp_online"))
             + weights_effect_section(evidence.get("ahd_weights_effect"))
