@@ -14,16 +14,14 @@ random walker solves the episode, under `gridnav_move_choice` in the evidence fi
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from evidence_file import RESULTS, merge
-from stored_run import StoredRun, same_base
+from evidence_file import merge
+from stored_run import StoredRun, parse_runs, runs_parser, same_base
 
 from coevo.run.store import StoreError
 from tasks.agents import env_class, make_env
@@ -151,14 +149,11 @@ def move_choice(runs: list[StoredRun], episodes: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dirs", nargs="+", type=Path, help="finished ES agent runs on gridnav")
+    parser = runs_parser(
+        __doc__.splitlines()[0], "finished ES agent runs on gridnav", default_names="the run directory's"
+    )
     parser.add_argument("--episodes", type=int, default=100, help="the first N test episodes (default: 100)")
-    parser.add_argument("--name", nargs="+", help="the runs' names, one per run (default: the run directory's)")
-    parser.add_argument("--results", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    if args.name is not None and len(args.name) != len(args.run_dirs):
-        parser.error(f"--name gives {len(args.name)} names for {len(args.run_dirs)} runs")
+    args = parse_runs(parser, argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be at least 1, got {args.episodes}")
     torch.set_grad_enabled(False)

@@ -4,9 +4,12 @@ which reproduces the run's weights exactly)."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from evidence_file import RESULTS
 
 from coevo.es.update_log import UpdateRecord, replay
 from coevo.llm.base import LLM
@@ -57,3 +60,20 @@ def same_base(runs: Sequence[StoredRun], setting: Callable[[StoredRun], Hashable
                 f"{run.path} and {first[0].path} differ in {what}, so their base sides differ: measure them in"
                 " separate calls"
             )
+
+
+def runs_parser(description: str, runs_help: str, default_names: str) -> argparse.ArgumentParser:
+    """The command line of a script that measures runs: RUN_DIR..., --name per run, --results."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("run_dirs", nargs="+", type=Path, help=runs_help)
+    parser.add_argument("--name", nargs="+", help=f"the entries' names, one per run (default: {default_names})")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    return parser
+
+
+def parse_runs(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`parser`'s arguments, refused in one line when --name does not give one name per run."""
+    args = parser.parse_args(argv)
+    if args.name is not None and len(args.name) != len(args.run_dirs):
+        parser.error(f"--name gives {len(args.name)} names for {len(args.run_dirs)} runs")
+    return args

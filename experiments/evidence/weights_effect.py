@@ -14,14 +14,12 @@ in the evidence file (one entry per run, named `method/sSEED` unless --name name
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from evidence_file import RESULTS, merge, read
+from evidence_file import merge, read
 from seed_answers import answered, config_sampling, sample_count, seed_requests
-from stored_run import StoredRun, same_base
+from stored_run import StoredRun, parse_runs, runs_parser, same_base
 
 from coevo.evaluate.evaluator import Evaluator
 from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
@@ -77,14 +75,11 @@ def weights_effect(runs: list[StoredRun], samples: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dirs", nargs="+", type=Path, help="finished AHD runs with ES updates (eoh+es, coevo)")
+    parser = runs_parser(
+        __doc__.splitlines()[0], "finished AHD runs with ES updates (eoh+es, coevo)", default_names="method/sSEED"
+    )
     parser.add_argument("--samples", type=sample_count, default=16, help="answers per side (default: 16)")
-    parser.add_argument("--name", nargs="+", help="the entries' names, one per run (default: method/sSEED)")
-    parser.add_argument("--results", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    if args.name is not None and len(args.name) != len(args.run_dirs):
-        parser.error(f"--name gives {len(args.name)} names for {len(args.run_dirs)} runs")
+    args = parse_runs(parser, argv)
     try:
         runs = [StoredRun.open(run_dir) for run_dir in args.run_dirs]
         measured = weights_effect(runs, args.samples)
