@@ -14,7 +14,7 @@ from typing import Any
 
 from evidence_file import RESULTS
 
-from coevo.stats import compare_paired, smallest_exact_p, wilcoxon_signed_rank, wilson_interval
+from coevo.stats import WilcoxonResult, compare_paired, smallest_exact_p, wilcoxon_signed_rank, wilson_interval
 
 PAGE = RESULTS.parent.parent / "RESULTS.md"
 
@@ -128,6 +128,13 @@ def tune_section(trials: list[dict[str, Any]] | None) -> str:
     )
 
 
+def paired_shift(values: list[float], reference: list[float]) -> tuple[float, WilcoxonResult]:
+    """How far the mean of `values` lies from that of `reference`, and the signed-rank test of the
+    per-episode differences (the two lists pair by position)."""
+    differences = [v - r for v, r in zip(values, reference, strict=True)]
+    return sum(differences) / len(differences), wilcoxon_signed_rank(differences)
+
+
 def move_choice_section(record: dict[str, Any] | None, sampled: dict[str, Any] | None = None) -> str:
     """The probability of a closing first move under chance, base and trained weights, paired by episode,
     and a random walker's success beside the base model's (`sampled`: the gridnav run's record)."""
@@ -137,14 +144,15 @@ def move_choice_section(record: dict[str, Any] | None, sampled: dict[str, Any] |
     n = len(base)
 
     def against(values: list[float], reference: list[float]) -> str:
-        test = wilcoxon_signed_rank([v - r for v, r in zip(values, reference, strict=True)])
-        return f"{sum(values) / n - sum(reference) / n:+.4f} (p = {test.p_value:.3g})"
+        shift, test = paired_shift(values, reference)
+        return f"{shift:+.4f} (p = {test.p_value:.3g})"
 
+    base_shift, base_test = paired_shift(base, chance)
     rows = [
         "| weights | mean probability of a closing move | against chance | against base |",
         "| --- | --- | --- | --- |",
         f"| chance (a move drawn at random) | {sum(chance) / n:.3f} | | |",
-        f"| base | {sum(base) / n:.3f} | {against(base, chance)} | |",
+        f"| base | {sum(base) / n:.3f} | {base_shift:+.4f} (p = {base_test.p_value:.3g}) | |",
     ]
     for name, figures in record["runs"].items():
         after = figures["after"]
@@ -152,10 +160,9 @@ def move_choice_section(record: dict[str, Any] | None, sampled: dict[str, Any] |
             f"| {name} ({figures['updates']} updates) | {sum(after) / n:.3f} | {against(after, chance)} |"
             f" {against(after, base)} |"
         )
-    base_test = wilcoxon_signed_rank([b - c for b, c in zip(base, chance, strict=True)])
     skill = (
         "The base weights choose better than chance, at p < 0.05"
-        if base_test.p_value < 0.05 and sum(base) > sum(chance)
+        if base_test.p_value < 0.05 and base_shift > 0
         else "The base weights choose no better than chance at p < 0.05: there is no reading of the coordinates"
         " for ES to sharpen, only one to build"
     )
@@ -188,7 +195,7 @@ def move_choice_es_section(record: dict[str, Any] | None) -> str:
     curve = record["curve"]
     first, last = curve[0]["heldout"], curve[-1]["heldout"]
     n = len(first)
-    test = wilcoxon_signed_rank([b - a for a, b in zip(first, last, strict=True)])
+    shift, test = paired_shift(last, first)
     points = ", ".join(f"{sum(p['heldout']) / n:.3f} at generation {p['generation']}" for p in curve)
     settings = record["settings"]
     return (
@@ -196,7 +203,7 @@ def move_choice_es_section(record: dict[str, Any] | None) -> str:
         f" {settings['turns']} fresh search episodes a generation, {settings['population']} mirrored low-rank"
         f" members (rank {settings['rank']}), sigma {settings['sigma']:g}, alpha {settings['alpha']:g}:"
         f" `{record['command']}`. Held-out mean on the same {n} {record['split']} episodes: {points};"
-        f" last against first, paired by episode, {sum(last) / n - sum(first) / n:+.4f}"
+        f" last against first, paired by episode, {shift:+.4f}"
         f" (two-sided signed-rank p = {test.p_value:.3g}).\n"
     )
 
