@@ -24,7 +24,7 @@ from evidence_file import merge
 from stored_run import StoredRun, parse_runs, runs_parser, same_base
 
 from coevo.run.store import StoreError
-from tasks.agents import env_class, make_env
+from tasks.agents import env_class, make_env, rollout
 from tasks.agents.gridnav import DIRECTIONS, GridNav
 from tasks.agents.splits import verify_split
 
@@ -56,19 +56,12 @@ def random_walk_success(env: str, horizon: int, seeds: Sequence[int], walks: int
     and no reading at all, the floor that a policy which reads nothing but writes valid moves reaches."""
     rng = np.random.default_rng(0)
     names = list(DIRECTIONS)
-    shares = []
-    for seed in seeds:
-        solved = 0
-        for _ in range(walks):
-            game = make_env(env, horizon)
-            game.reset(seed)
-            while True:
-                _, _, terminated, truncated, info = game.step(f"move {names[rng.integers(len(names))]}")
-                if terminated or truncated:
-                    solved += bool(info["success"])
-                    break
-        shares.append(solved / walks)
-    return shares
+
+    def walker(prompts: list[str]) -> list[str]:
+        return [f"move {names[i]}" for i in rng.integers(len(names), size=len(prompts))]
+
+    played = rollout(env, [seed for seed in seeds for _ in range(walks)], walker, horizon=horizon)
+    return [sum(e.success for e in played[i * walks : (i + 1) * walks]) / walks for i in range(len(seeds))]
 
 
 def direction_tokens(tokenizer: Any) -> tuple[list[int], list[int]]:
