@@ -164,6 +164,45 @@ def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tiny_bp
     assert f"| 0 | {eoh['val']:.2f} / {eoh['test']:.2f}, valid" in page and f"0/{figures['updates']} directed" in page
 
 
+def test_a_test_verdict_that_hit_a_time_limit_is_measured_again_and_a_still_invalid_one_is_left_out(
+    tiny_bpp_grid: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A timed-out verdict in the cache (the grid's load can cause one) is not the answer's test figure;
+    an answer invalid on test is named and kept out of the test pairs, not paired as a number."""
+    from coevo.evaluate.evaluator import EvalResult
+
+    out = tmp_path / "grid"
+    shutil.copytree(tiny_bpp_grid, out)
+    results = tmp_path / "results.json"
+    arguments = [str(out), "--budget", "24", "--seeds", "0", "1", "--results", str(results)]
+    assert bpp_pairs.main(arguments) == 0
+    measured = json.loads(results.read_text())["bpp_online"]
+    run = bpp_pairs.Setting("bpp_online", "eoh+es", 24, 0).run_dir(out)
+    [cached] = [f for f in (run / "eval-cache").glob("*.json") if json.loads(f.read_text())["split"] == "test"]
+    timed_out = {**json.loads(cached.read_text()), "valid": False, "objective": None, "gap_pct": None}
+    cached.write_text(json.dumps({**timed_out, "reason": "instance 2/3 (x): timed out (per-instance limit 30 s)"}))
+    assert bpp_pairs.main(arguments) == 0
+    assert json.loads(results.read_text())["bpp_online"] == measured
+
+    answer_on_test = bpp_pairs.answer_on_test
+
+    def invalid_for_coevo(config, code: str, cache: Path) -> EvalResult:
+        result = answer_on_test(config, code, cache)
+        if config.method != "coevo":
+            return result
+        return replace(result, valid=False, objective=None, gap_pct=None, reason="instance 1/3 (x): raised")
+
+    monkeypatch.setattr(bpp_pairs, "answer_on_test", invalid_for_coevo)
+    assert bpp_pairs.main(arguments) == 0
+    record = json.loads(results.read_text())["bpp_online"]
+    assert record["invalid_on_test"] == {f"coevo seed {s}": "instance 1/3 (x): raised" for s in (0, 1)}
+    assert record["test_pairs"] == {**measured["test_pairs"], "coevo vs eoh": []}
+    assert record["pairs"] == measured["pairs"]
+    page = summary.bpp_section(record)
+    assert "- coevo seed 0 is left out of the test pairs, invalid on test: instance 1/3 (x): raised" in page
+    assert "coevo vs eoh, test gap: no seed to pair" in page and " / invalid, valid " in page
+
+
 def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_weights(
     tiny_bpp_grid: Path, tmp_path: Path, capsys
 ) -> None:

@@ -233,8 +233,10 @@ def bpp_section(record: dict[str, Any] | None) -> str:
         ]
     for split, key in (("val", "pairs"), ("test", "test_pairs")):
         for name, pairs in record[key].items():
-            comparison = compare_paired([b - a for a, b in pairs])
-            lines.append(f"- {name}, {split} gap: {comparison.sentence()}")
+            verdict = compare_paired([b - a for a, b in pairs]).sentence() if pairs else "no seed to pair"
+            lines.append(f"- {name}, {split} gap: {verdict}")
+    for run, reason in record["invalid_on_test"].items():
+        lines.append(f"- {run} is left out of the test pairs, invalid on test: {reason}")
     lines += ["", bpp_runs_table(record)]
     if record["pending"]:
         lines += ["", f"Seeds still running: {record['pending']}."]
@@ -250,7 +252,8 @@ def bpp_runs_table(record: dict[str, Any]) -> str:
         cells = []
         for arm in arms:
             run = record["runs"][arm][str(seed)]
-            cell = f"{run['val']:.2f} / {run['test']:.2f}, valid {run['valid_rate']:.0%}"
+            test = "invalid" if run["test"] is None else f"{run['test']:.2f}"
+            cell = f"{run['val']:.2f} / {test}, valid {run['valid_rate']:.0%}"
             if run["updates"]:
                 cell += f", {run['directed_updates']}/{run['updates']} directed"
             cells.append(cell)
