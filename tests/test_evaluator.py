@@ -25,6 +25,7 @@ from coevo.evaluate.probe import ProbeTask
 from coevo.evaluate.sandbox import _DEADLINE_GRACE_SECONDS, InstancePayload, Sandbox
 from tasks import TASK_NAMES, get_task
 from tasks.base import InstanceGroup, InvalidSolution
+from tasks.checks import returned_index
 from tasks.references import gap_pct
 
 from pid_namespace import is_namespace_init
@@ -46,6 +47,33 @@ class LargeProbe(ProbeTask):
     def groups(self, split: str) -> list[InstanceGroup]:
         rng = np.random.default_rng(5)
         return [InstanceGroup("n20000", [{"values": rng.random(20_000)} for _ in range(40)])]
+
+
+class SlowWindowProbe(ProbeTask):
+    """Instances that each take well under the per-instance limit but together far more, with a
+    window's reply larger than a pipe holds: the parent reads it in several chunks, after the
+    child has marked every instance done."""
+
+    CALLS = 30_000
+    SECONDS = 1.0
+
+    def groups(self, split: str) -> list[InstanceGroup]:
+        rng = np.random.default_rng(6)
+        return [InstanceGroup("n8", [{"values": rng.random(8)} for _ in range(4)])]
+
+    async def drive(self, heuristic, instance) -> int:
+        for _ in range(self.CALLS):
+            chosen = returned_index(await heuristic(), self.function_name)
+        return chosen
+
+    def answer_state(self, instance):
+        return {**instance, "slept": False}
+
+    def answer(self, function, state) -> int:
+        if not state["slept"]:
+            state["slept"] = True
+            time.sleep(self.SECONDS)
+        return super().answer(function, state)
 
 
 @pytest.fixture(scope="module")
@@ -299,6 +327,18 @@ def test_a_child_that_keeps_its_channel_open_is_read_long_before_any_deadline() 
     outcome = supervise_late(messages, 1, limits)
     assert outcome.failure is None and outcome.solutions == (7,)
     assert time.monotonic() - start < 5.0
+
+
+def test_a_window_longer_than_the_instance_limit_passes_when_each_instance_is_within_it() -> None:
+    """The per-instance limit holds each instance to its own time: once the child has marked the
+    window's instances done, reading its long reply is not charged from the window's start."""
+    task = SlowWindowProbe()
+    limits = Limits(instance_seconds=3 * task.SECONDS, candidate_seconds=30.0)
+    with Evaluator(task, limits=limits) as evaluator:
+        result = evaluator.evaluate(SEED)
+    assert result.valid, result.reason
+    assert result.seconds > limits.instance_seconds  # the window as a whole ran past the limit
+    assert result.per_instance == pytest.approx([float(i["values"].min()) for i in task.groups("search")[0].instances])
 
 
 def test_bad_arguments_fail_clearly() -> None:

@@ -376,11 +376,16 @@ class _Driver:
 
     def _running_call(self, now: float) -> tuple[int, float]:
         """The instance whose call is running, and since when, by the candidate's progress page
-        (the child records when it starts a request, and when each part of it ends)."""
+        (the child records when it starts a request, and when each part of it ends).
+
+        Once every part has ended the reply is owed, from the last part's end, on the last
+        instance's allowance: a long reply is read in several chunks, and timing it from the
+        request's start would charge the last instance with the whole request.
+        """
         batch, answered, at = self.candidate.progress.read()
-        if batch != self.batch_number or not 0 <= answered < len(self.in_flight) or at != at:
+        if batch != self.batch_number or not 0 <= answered <= len(self.in_flight) or at != at:
             return self.in_flight[-1 if batch == self.batch_number and answered > 0 else 0], self.sent_at
-        return self.in_flight[answered], min(max(at, self.sent_at), now)
+        return self.in_flight[min(answered, len(self.in_flight) - 1)], min(max(at, self.sent_at), now)
 
     def _answers(self, message: dict[str, Any]) -> list[Any]:
         """The request's answers, after charging each instance the time its part took."""
