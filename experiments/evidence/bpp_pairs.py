@@ -2,7 +2,7 @@
 scored by their answer's gap on val and on test, and each ES arm paired with eoh of the same seed.
 
     python experiments/grid.py --tasks bpp_online --methods eoh eoh+es coevo --budgets 168 \\
-        --seeds 0 1 2 3 4 --model qwen-coder-0.5b --set population_size=4 --set es.rank=4 \\
+        --seeds 0 1 2 3 4 5 --model qwen-coder-0.5b --set population_size=4 --set es.rank=4 \\
         --set es.scope=all_linear --out runs/bpp_evidence
     python experiments/evidence/bpp_pairs.py runs/bpp_evidence --budget 168
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the grid's --out directory")
     parser.add_argument("--budget", type=int, default=168)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     try:
