@@ -48,6 +48,11 @@ def answers_under(
     return answered(operators, requests, evaluator), weights_sha
 
 
+def side_done(side: str, answers: dict[str, Any]) -> None:
+    """A progress line per side: each takes minutes of generation on CPU."""
+    print(f"{side}: valid {answers['valid_rate']:.2f}, mean gap {answers['mean_gap_pct']}", file=sys.stderr, flush=True)
+
+
 def weights_effect(runs: list[StoredRun], samples: int) -> list[dict[str, Any]]:
     """Base against each run's final weights on the same prompts and seeds (see the module docstring)."""
     same_base(runs, base_setting, "model, task, sampling, evaluation or dtype")
@@ -56,9 +61,11 @@ def weights_effect(runs: list[StoredRun], samples: int) -> list[dict[str, Any]]:
     with configured_evaluator(first.config, "search", first.path / "eval-cache") as evaluator:
         requests, seed_gap = seed_requests(task, evaluator, samples)
         before, base_sha = answers_under(first, False, task, requests, evaluator)
+        side_done(f"base weights (1 of {len(runs) + 1})", before)
         figures = []
-        for run in runs:
+        for number, run in enumerate(runs, start=2):
             after, sha = answers_under(run, True, task, requests, evaluator)
+            side_done(f"{run.path} ({number} of {len(runs) + 1})", after)
             figures.append(
                 {
                     "run": str(run.path),
