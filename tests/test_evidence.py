@@ -242,6 +242,9 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
     assert f"| moved | {figures['updates']} ({figures['updates']}) | {figures['before']['valid_rate']:.0%} ->" in page
     changed = sum(b != a for b, a in zip(figures["before"]["samples"], figures["after"]["samples"], strict=True))
     assert f"| {changed} of 4 |" in page
+    seed_gap, after = figures["seed_gap_pct"], [s["gap_pct"] for s in figures["after"]["samples"] if s["valid"]]
+    counts = sum(g < seed_gap for g in after), sum(g == seed_gap for g in after), sum(g > seed_gap for g in after)
+    assert f" -> {'/'.join(map(str, counts))} |" in page and sum(counts) == len(after)
     alone = tmp_path / "alone.json"
     assert weights_effect.main([str(moved), "--samples", "4", "--results", str(alone)]) == 0
     measured_alone = json.loads(alone.read_text())["ahd_weights_effect"]["eoh+es/s0"]  # named from its config

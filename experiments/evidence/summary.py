@@ -266,28 +266,40 @@ def mean_gap(side: dict[str, Any]) -> str:
     return "-" if side["mean_gap_pct"] is None else f"{side['mean_gap_pct']:.2f}"
 
 
+def against_seed(side: dict[str, Any], seed_gap: float) -> str:
+    """How many of a side's valid answers score better than, as, and worse than the seed heuristic."""
+    gaps = [s["gap_pct"] for s in side["samples"] if s["valid"] and s["gap_pct"] is not None]
+    return "/".join(
+        str(n) for n in (sum(g < seed_gap for g in gaps), gaps.count(seed_gap), sum(g > seed_gap for g in gaps))
+    )
+
+
 def weights_effect_section(entries: dict[str, Any] | None) -> str:
     """Same prompts and sampling seeds under base and trained weights (`weights_effect.py`)."""
     if not entries:
         return ""
     rows = [
-        "| run | updates (directed) | valid code | mean search gap % | answers scored differently |",
-        "| --- | --- | --- | --- | --- |",
+        "| run | updates (directed) | valid code | better / as / worse than the seed | mean search gap %"
+        " | answers scored differently |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, figures in entries.items():
         before, after = figures["before"], figures["after"]
         gaps = " -> ".join(mean_gap(side) for side in (before, after))
+        seed = " -> ".join(against_seed(side, figures["seed_gap_pct"]) for side in (before, after))
         changed = sum(b != a for b, a in zip(before["samples"], after["samples"], strict=True))
         rows.append(
             f"| {name} | {figures['updates']} ({figures['directed_updates']}) |"
-            f" {before['valid_rate']:.0%} -> {after['valid_rate']:.0%} | {gaps} | {changed} of {figures['samples']} |"
+            f" {before['valid_rate']:.0%} -> {after['valid_rate']:.0%} | {seed} | {gaps} |"
+            f" {changed} of {figures['samples']} |"
         )
     samples = next(iter(entries.values()))["samples"]
     return (
         "\n### What the weights changed\n\n"
         f"`python experiments/evidence/weights_effect.py RUN...`: {samples} answers to the m1 and m2 prompts on"
         " the seed heuristic, the same sampling seeds under the base weights and under each run's replayed"
-        " weights.\n\n" + "\n".join(rows) + "\n"
+        " weights. An answer that scores as the seed is the seed rewritten; the mean gap is the valid answers'"
+        " mean, which one poor answer moves.\n\n" + "\n".join(rows) + "\n"
     )
 
 
