@@ -51,6 +51,7 @@ TIME_LIMIT_WORDS = ("timed out", "time limit")
 
 
 def hit_time_limit(result: EvalResult) -> bool:
+    """The verdict failed on a time limit, which load on the cores can cause, not on what the code did."""
     return not result.valid and any(words in (result.reason or "") for words in TIME_LIMIT_WORDS)
 
 
