@@ -203,6 +203,27 @@ def test_a_test_verdict_that_hit_a_time_limit_is_measured_again_and_a_still_inva
     assert "coevo vs eoh, test gap: no seed to pair" in page and " / invalid, valid " in page
 
 
+def test_runs_recorded_earlier_keep_their_figures_when_their_directories_are_gone(
+    tiny_bpp_grid: Path, tmp_path: Path
+) -> None:
+    """A grid spread over machines: what one machine recorded stays when its run directories are not
+    here, but only for the budget it was recorded at."""
+    out = tmp_path / "grid"
+    shutil.copytree(tiny_bpp_grid, out)
+    results = tmp_path / "results.json"
+    arguments = [str(out), "--budget", "24", "--seeds", "0", "1", "--results", str(results)]
+    assert bpp_pairs.main(arguments) == 0
+    measured = json.loads(results.read_text())["bpp_online"]
+    assert measured["seeds"] == [0, 1]
+    for method, seed in (("eoh", 1), ("eoh+es", 0)):
+        shutil.rmtree(bpp_pairs.Setting("bpp_online", method, 24, seed).run_dir(out))
+    assert bpp_pairs.main(arguments) == 0
+    assert json.loads(results.read_text())["bpp_online"] == measured
+    assert bpp_pairs.main([str(out), "--budget", "48", "--seeds", "0", "1", "--results", str(results)]) == 0
+    other_budget = json.loads(results.read_text())["bpp_online"]
+    assert (other_budget["runs"], other_budget["seeds"], other_budget["pending"]) == ({}, [], [0, 1])
+
+
 def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_weights(
     tiny_bpp_grid: Path, tmp_path: Path, capsys
 ) -> None:

@@ -12,7 +12,9 @@ The answer is then scored on test, which nothing chose on. A test verdict that h
 measured once more without the cache: the grid's two streams load the cores, and a limit hit under
 load says more about the machine than about the code. A seed counts once all three of its runs have
 finished; the others are listed as pending and the grid resumes them. A seed whose answer is still
-invalid on test is left out of the test pairs, with the reason.
+invalid on test is left out of the test pairs, with the reason. A run the evidence file already records
+whose directory is not under OUT (it finished on another machine, or its directory was cleared) keeps
+its recorded figures, so the grid can be spread over machines and sessions.
 
 Each ES run also reports how many of its updates had a direction: members that all earn the same
 reward (every child a copy of its parent, or invalid while the parent is the population's worst) shape
@@ -27,7 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from evidence_file import RESULTS, merge
+from evidence_file import RESULTS, merge, read
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from grid import Setting  # noqa: E402  (experiments/ is not a package)
@@ -96,13 +98,28 @@ def run_figures(run_dir: Path) -> dict[str, Any] | None:
         store.close()
 
 
-def grid_record(out: Path, budget: int, seeds: list[int]) -> dict[str, Any]:
-    """The evidence object: per arm and seed its figures, and the val and test pairs of complete seeds."""
+def recorded_runs(results: Path, budget: int) -> dict[str, dict[str, Any]]:
+    """The per-run figures the evidence file holds for this budget (none when it records another)."""
+    recorded = read(TASK, results)
+    grid_at_budget = COMMAND.format(budget=budget, seeds="").split(" --seeds")[0]
+    return recorded.get("runs", {}) if recorded.get("command", "").startswith(grid_at_budget) else {}
+
+
+def grid_record(
+    out: Path, budget: int, seeds: list[int], recorded: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The evidence object: per arm and seed its figures, and the val and test pairs of complete seeds.
+
+    `recorded` holds figures measured earlier (the evidence file's `runs`), kept for runs not under `out`.
+    """
     runs: dict[str, dict[str, Any]] = {}
     for method in (BASELINE, *TREATMENTS):
         for seed in seeds:
             run_dir = Setting(task=TASK, budget=budget, method=method, seed=seed).run_dir(out)
-            figures = run_figures(run_dir) if (run_dir / "run.sqlite").exists() else None
+            if (run_dir / "run.sqlite").exists():
+                figures = run_figures(run_dir)
+            else:
+                figures = (recorded or {}).get(method, {}).get(str(seed))
             if figures is not None:
                 runs.setdefault(method, {})[str(seed)] = figures
     complete = [s for s in seeds if all(str(s) in runs.get(m, {}) for m in (BASELINE, *TREATMENTS))]
@@ -144,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     try:
-        record = grid_record(args.out, args.budget, args.seeds)
+        record = grid_record(args.out, args.budget, args.seeds, recorded_runs(args.results, args.budget))
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
