@@ -386,7 +386,8 @@ class Runner:
         self, requests: list[ProposalRequest], jobs: list[ProposalJob] | None, sampling: SamplingParams
     ) -> list[Proposal | Rejection]:
         """Request i (member i) samples stream i of one seed for the whole population, whether the
-        members run one at a time (full rank), in chunks of `llm.max_batch_size` (low rank) or together."""
+        members run one at a time (full rank), in chunks of `llm.max_batch_size` (low rank) or together
+        (the same texts in fp32; in bf16 a text can depend on its batch, see docs/llm.md)."""
         if jobs is None:
             return self.operators.propose_many(requests, sampling)
         population = getattr(self.host, "population", None)

@@ -14,7 +14,9 @@ load says more about the machine than about the code. A seed counts once all thr
 finished; the others are listed as pending and the grid resumes them. A seed whose answer is still
 invalid on test is left out of the test pairs, with the reason. A run the evidence file already records
 whose directory is not under OUT (it finished on another machine, or its directory was cleared) keeps
-its recorded figures, so the grid can be spread over machines and sessions.
+its recorded figures, so the grid can be spread over machines and sessions. The last machine's run
+stores are packed in `experiments/evidence/bpp_runs.tar.xz`; `tar -xJf` it into `runs/` to re-score
+them here or to resume the grid where it stopped.
 
 Each ES run also reports how many of its updates had a direction: members that all earn the same
 reward (every child a copy of its parent, or invalid while the parent is the population's worst) shape

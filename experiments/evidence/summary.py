@@ -222,7 +222,9 @@ def bpp_section(record: dict[str, Any] | None) -> str:
         f" at least {record['updates']} ES updates per ES run, of which"
         f" {min(record['directed_updates'])} to {max(record['directed_updates'])} had a direction (members whose"
         " rewards all tie make a zero step). Each run's answer is its finalists' best on val;"
-        " a win is a lower gap than eoh's on the same seed.",
+        " a win is a lower gap than eoh's on the same seed. The last machine's run stores are in"
+        " `experiments/evidence/bpp_runs.tar.xz` (unpack it into `runs/` to re-score them); runs finished on"
+        " earlier machines keep the figures recorded there.",
         "",
     ]
     if (seeds := len(record["seeds"])) < 6:
