@@ -6,7 +6,8 @@ episodes; low rank: all members' episodes play together, each batch row under it
 perturbation), so the reward credits the weights for the trajectory, not for one answer. The member's text
 is an instruction prefix put before every observation, which makes the prompt side of a member as
 evolvable as its weights. Sampling is seeded from (workload seed, member index, instance seed, turn),
-never from a call counter, so an episode replays the same wherever and in whatever batch it runs.
+never from a call counter, so an episode replays the same wherever and in whatever batch it runs
+(in fp32; in bf16 a text can depend on its batch, see docs/llm.md).
 """
 
 from __future__ import annotations

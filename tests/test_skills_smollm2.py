@@ -20,6 +20,8 @@ model = "smollm2-135m"
 budget = 4
 seed = 0
 population_size = 2
+[llm]
+dtype = "float32"
 [es]
 sigma = 1e-3
 alpha = 5e-4
