@@ -25,19 +25,20 @@ turn), capped at `max_new_tokens` per turn, so both sides decode the same prompt
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rounds import alternate, ratio_summary, target_line
 
-from coevo.agent_workload import AgentWorkload
+import coevo
 from coevo.candidate import WeightsRef
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.llm.base import AGENT_SAMPLING
@@ -58,6 +59,20 @@ decode loop: "today's" path of issue 32."""
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "experiments" / "evidence"))
 from evidence_file import RESULTS, merge, read  # noqa: E402  (the evidence folder is not a package)
+
+
+def _agent_workload_class() -> type:
+    """AgentWorkload from the coevo first on the path. --speedup's baseline revision kept it in
+    `coevo.agents`; asking that tree for `coevo.agent_workload` would get this tree's module from the
+    editable install, mixed with the baseline's, so the file that exists decides."""
+    if (Path(coevo.__file__).parent / "agent_workload.py").is_file():
+        from coevo.agent_workload import AgentWorkload
+    else:
+        from coevo.agents import AgentWorkload
+    return AgentWorkload
+
+
+AgentWorkload = _agent_workload_class()
 
 
 @dataclass(frozen=True)
@@ -206,26 +221,16 @@ def speedup(settings: Settings, baseline_rev: str) -> dict[str, object]:
     from coevo.llm.precision import cpu_has_native_bf16
 
     native = cpu_has_native_bf16()
-    with tempfile.TemporaryDirectory(prefix="coevo-baseline-") as scratch:
-        baseline_tree = Path(scratch) / "tree"
-        subprocess.run(
-            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline_tree), baseline_rev],
-            check=True,
-            capture_output=True,
-        )
-        _copy_built_extensions(REPO, baseline_tree)
+    with baseline_worktree(baseline_rev) as baseline_tree:
+        sides = {"baseline": Worker(baseline_tree, settings.members, settings.episodes, None)}
+        sides["auto"] = Worker(REPO, settings.members, settings.episodes, "auto")
+        if native:
+            sides["fp32"] = Worker(REPO, settings.members, settings.episodes, "float32")
         try:
-            sides = {"baseline": Worker(baseline_tree, settings.members, settings.episodes, None)}
-            sides["auto"] = Worker(REPO, settings.members, settings.episodes, "auto")
-            if native:
-                sides["fp32"] = Worker(REPO, settings.members, settings.episodes, "float32")
-            try:
-                samples = alternate({name: worker.generation for name, worker in sides.items()}, settings.rounds)
-            finally:
-                for worker in sides.values():
-                    worker.close()
+            samples = alternate({name: worker.generation for name, worker in sides.items()}, settings.rounds)
         finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline_tree)], check=False)
+            for worker in sides.values():
+                worker.close()
     seconds = {name: [s["seconds"] for s in runs] for name, runs in samples.items()}
     fp32 = seconds["fp32" if native else "auto"]
     figures = {
@@ -242,6 +247,21 @@ def speedup(settings: Settings, baseline_rev: str) -> dict[str, object]:
         **{f"{name}_tokens_per_s": [s["tokens"] / s["seconds"] for s in runs] for name, runs in samples.items()},
         **figures,
     }
+
+
+@contextlib.contextmanager
+def baseline_worktree(rev: str) -> Iterator[Path]:
+    """A temporary git worktree of `rev` with this tree's compiled extensions, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="coevo-baseline-") as scratch:
+        tree = Path(scratch) / "tree"
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), rev], check=True, capture_output=True
+        )
+        try:
+            _copy_built_extensions(REPO, tree)
+            yield tree
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
 
 
 def _copy_built_extensions(source: Path, target: Path) -> None:
