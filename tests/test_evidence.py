@@ -164,6 +164,17 @@ def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tiny_bp
     assert f"| 0 | {eoh['val']:.2f} / {eoh['test']:.2f}, valid" in page and f"0/{figures['updates']} directed" in page
 
 
+def measured_copy(grid: Path, tmp_path: Path) -> tuple[Path, list[str], Path, dict]:
+    """A copy of the tiny grid measured once: its directory, bpp_pairs' arguments, the evidence file and
+    what it recorded."""
+    out = tmp_path / "grid"
+    shutil.copytree(grid, out)
+    results = tmp_path / "results.json"
+    arguments = [str(out), "--budget", "24", "--seeds", "0", "1", "--results", str(results)]
+    assert bpp_pairs.main(arguments) == 0
+    return out, arguments, results, json.loads(results.read_text())["bpp_online"]
+
+
 def test_a_test_verdict_that_hit_a_time_limit_is_measured_again_and_a_still_invalid_one_is_left_out(
     tiny_bpp_grid: Path, tmp_path: Path, monkeypatch
 ) -> None:
@@ -171,12 +182,7 @@ def test_a_test_verdict_that_hit_a_time_limit_is_measured_again_and_a_still_inva
     an answer invalid on test is named and kept out of the test pairs, not paired as a number."""
     from coevo.evaluate.evaluator import EvalResult
 
-    out = tmp_path / "grid"
-    shutil.copytree(tiny_bpp_grid, out)
-    results = tmp_path / "results.json"
-    arguments = [str(out), "--budget", "24", "--seeds", "0", "1", "--results", str(results)]
-    assert bpp_pairs.main(arguments) == 0
-    measured = json.loads(results.read_text())["bpp_online"]
+    out, arguments, results, measured = measured_copy(tiny_bpp_grid, tmp_path)
     run = bpp_pairs.Setting("bpp_online", "eoh+es", 24, 0).run_dir(out)
     [cached] = [f for f in (run / "eval-cache").glob("*.json") if json.loads(f.read_text())["split"] == "test"]
     timed_out = {**json.loads(cached.read_text()), "valid": False, "objective": None, "gap_pct": None}
@@ -208,12 +214,7 @@ def test_runs_recorded_earlier_keep_their_figures_when_their_directories_are_gon
 ) -> None:
     """A grid spread over machines: what one machine recorded stays when its run directories are not
     here, but only for the budget it was recorded at."""
-    out = tmp_path / "grid"
-    shutil.copytree(tiny_bpp_grid, out)
-    results = tmp_path / "results.json"
-    arguments = [str(out), "--budget", "24", "--seeds", "0", "1", "--results", str(results)]
-    assert bpp_pairs.main(arguments) == 0
-    measured = json.loads(results.read_text())["bpp_online"]
+    out, arguments, results, measured = measured_copy(tiny_bpp_grid, tmp_path)
     assert measured["seeds"] == [0, 1]
     for method, seed in (("eoh", 1), ("eoh+es", 0)):
         shutil.rmtree(bpp_pairs.Setting("bpp_online", method, 24, seed).run_dir(out))
