@@ -411,3 +411,16 @@ def test_es_on_the_closing_move_probability_starts_from_the_base_and_moves_the_w
     assert "--generations 3 --population 4 --turns 2" in page and "at generation 3;" in page
     with pytest.raises(SystemExit):
         move_choice_es.main([*tiny, "--population", "3", "--results", str(results)])
+
+
+def test_runs_measured_against_different_base_sides_are_grouped_on_the_page() -> None:
+    """Calls on two machines drew other base answers: the page says which runs share which base."""
+
+    def entry(valid_rate: float) -> dict:
+        side = {"valid_rate": valid_rate, "mean_gap_pct": 5.0, "samples": [{"valid": True, "gap_pct": 5.0}]}
+        return {"updates": 2, "directed_updates": 1, "samples": 1, "seed_gap_pct": 5.0, "before": side, "after": side}
+
+    one_call = {"a/s0": entry(0.5), "b/s0": entry(0.5)}
+    assert summary.base_sides_note(one_call) == ""
+    page = summary.weights_effect_section({**one_call, "c/s1": entry(0.75)})
+    assert "measured in 2 calls whose base answers differ: a/s0, b/s0 (50% valid); c/s1 (75% valid)." in page

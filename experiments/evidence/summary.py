@@ -301,7 +301,24 @@ def weights_effect_section(entries: dict[str, Any] | None) -> str:
         f"`python experiments/evidence/weights_effect.py RUN...`: {samples} answers to the m1 and m2 prompts on"
         " the seed heuristic, the same sampling seeds under the base weights and under each run's replayed"
         " weights. An answer that scores as the seed is the seed rewritten; the mean gap is the valid answers'"
-        " mean, which one poor answer moves.\n\n" + "\n".join(rows) + "\n"
+        f" mean, which one poor answer moves.{base_sides_note(entries)}\n\n" + "\n".join(rows) + "\n"
+    )
+
+
+def base_sides_note(entries: dict[str, Any]) -> str:
+    """Where runs were measured in calls whose base answers differ, which runs share which base."""
+    bases: dict[str, list[str]] = {}
+    for name, figures in entries.items():
+        bases.setdefault(json.dumps(figures["before"], sort_keys=True), []).append(name)
+    if len(bases) < 2:
+        return ""
+    groups = "; ".join(
+        f"{', '.join(names)} ({entries[names[0]]['before']['valid_rate']:.0%} valid)" for names in bases.values()
+    )
+    return (
+        f" The runs were measured in {len(bases)} calls whose base answers differ: {groups}. A call on another"
+        " machine can draw other base texts from the same fp32 weights (its CPU's float kernels round"
+        " differently), so each run is compared with the base side of its own call."
     )
 
 
