@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from test_resume import CONFIG as AHD_CONFIG
-from test_resume import coevo, committed_steps, show
+from test_resume import coevo, committed_steps, how_it_ended, show
 from tiny_lm import build_terse_tiny_agent
 
 from coevo.candidate import WeightsRef
@@ -289,7 +289,7 @@ def ray_run_into_generations(
     config = write_config(tmp_path, budget, kind)
     driver = ray_run("run", str(config), "--run-dir", str(run_dir), address=address, wait=False)
     while committed_steps(run_dir) < 2:
-        assert driver.poll() is None, "the run ended before it could be disturbed"
+        assert driver.poll() is None, f"the run ended before it could be disturbed ({how_it_ended(driver)})"
         time.sleep(0.02)
     return driver
 
@@ -315,7 +315,7 @@ def test_a_worker_killed_mid_generation_has_its_member_replayed(cluster: str, lo
     run_dir = tmp_path / "ray"
     driver = ray_run_into_generations(tmp_path, run_dir, cluster)
     kill_a_playing_worker(driver)
-    assert driver.wait(timeout=300) == 0
+    assert driver.wait(timeout=300) == 0, how_it_ended(driver)
     assert_ends_as(run_dir, expected)
 
 
@@ -359,7 +359,7 @@ def test_an_ahd_worker_killed_mid_generation_has_its_job_done_again(
     run_dir = tmp_path / "ray"
     driver = ray_run_into_generations(tmp_path, run_dir, cluster, 26, method)
     kill_a_playing_worker(driver, task=task)
-    assert driver.wait(timeout=300) == 0
+    assert driver.wait(timeout=300) == 0, how_it_ended(driver)
     assert_ends_as(run_dir, expected)
 
 

@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,7 +40,16 @@ def coevo(*args: str, wait: bool = True) -> subprocess.Popen | subprocess.Comple
     command = [sys.executable, "-m", "coevo.cli", *args]
     if wait:
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tempfile.TemporaryFile()  # a file, not a pipe: nobody reads it while the process runs
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    process.stderr_log = log
+    return process
+
+
+def how_it_ended(process: subprocess.Popen) -> str:
+    """The exit status and stderr's tail of a process started with wait=False, for a failure message."""
+    process.stderr_log.seek(0)
+    return f"exit {process.returncode}: {process.stderr_log.read().decode(errors='replace')[-2000:]}"
 
 
 def committed_steps(run_dir: Path) -> int:
@@ -55,6 +65,7 @@ def kill_after(process: subprocess.Popen, run_dir: Path, steps: int, extra_secon
     deadline = time.monotonic() + 240
     while committed_steps(run_dir) < steps:
         if process.poll() is not None:
+            assert process.returncode == 0, how_it_ended(process)
             return False
         if time.monotonic() > deadline:
             raise TimeoutError(f"run did not reach step {steps}")
