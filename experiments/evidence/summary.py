@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any
 
 from evidence_file import RESULTS
 
+from coevo.methods.coevo import CoevoSettings
 from coevo.stats import WilcoxonResult, compare_paired, smallest_exact_p, wilcoxon_signed_rank, wilson_interval
 
 PAGE = RESULTS.parent.parent / "RESULTS.md"
@@ -240,9 +242,27 @@ def bpp_section(record: dict[str, Any] | None) -> str:
     for run, reason in record["invalid_on_test"].items():
         lines.append(f"- {run} is left out of the test pairs, invalid on test: {reason}")
     lines += ["", bpp_runs_table(record)]
+    if "coevo" in record["runs"]:
+        lines += ["", coevo_credit_note(record)]
     if record["pending"]:
         lines += ["", f"Seeds still running: {record['pending']}."]
     return "\n".join(lines) + "\n"
+
+
+def coevo_credit_note(record: dict[str, Any]) -> str:
+    """Why coevo's weights move less often than eoh+es's: its credit split leaves a lone member no signal."""
+    runs = [record["runs"]["coevo"][str(seed)] for seed in record["seeds"]]
+    directed = sorted(run["directed_updates"] for run in runs)
+    population = re.search(r"population_size=(\d+)", record["command"])
+    pool = CoevoSettings.model_fields["prompt_pool"].default
+    setting = f"population_size {population[1]} over" if population else "a population over"
+    return (
+        "coevo tells ES each member's reward less the mean of the members that share its prompt variant, so"
+        f" a member alone on its variant has a residual of zero whatever it scores; with {setting} the"
+        f" default pool of {pool} variants (`settings.prompt_pool`, assigned in turn), only the members that"
+        " share a variant can give a direction, and only when their rewards differ. Directed updates of the"
+        f" coevo runs: {', '.join(map(str, directed))} (sorted) of {runs[0]['updates']} each."
+    )
 
 
 def bpp_runs_table(record: dict[str, Any]) -> str:
