@@ -251,8 +251,7 @@ def bpp_section(record: dict[str, Any] | None) -> str:
 
 def coevo_credit_note(record: dict[str, Any]) -> str:
     """Why coevo's weights move less often than eoh+es's: its credit split leaves a lone member no signal."""
-    runs = [record["runs"]["coevo"][str(seed)] for seed in record["seeds"]]
-    directed = sorted(run["directed_updates"] for run in runs)
+    directed = sorted(record["runs"]["coevo"][str(seed)]["directed_updates"] for seed in record["seeds"])
     population = re.search(r"population_size=(\d+)", record["command"])
     pool = CoevoSettings.model_fields["prompt_pool"].default
     setting = f"population_size {population[1]} over" if population else "a population over"
@@ -261,7 +260,7 @@ def coevo_credit_note(record: dict[str, Any]) -> str:
         f" a member alone on its variant has a residual of zero whatever it scores; with {setting} the"
         f" default pool of {pool} variants (`settings.prompt_pool`, assigned in turn), only the members that"
         " share a variant can give a direction, and only when their rewards differ. Directed updates of the"
-        f" coevo runs: {', '.join(map(str, directed))} (sorted) of {runs[0]['updates']} each."
+        f" coevo runs, sorted: {', '.join(map(str, directed))} (the table gives each run's out of its updates)."
     )
 
 
