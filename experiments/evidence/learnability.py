@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import re
 import sys
@@ -75,9 +74,7 @@ def successor(rng: random.Random) -> Item:
 
 def predecessor(rng: random.Random) -> Item:
     n = rng.randrange(10, 1000)
-    return _numeric_item(
-        f"What number comes before {n}? Answer with the number only.", n - 1, rng, (-1, 1, 2, -10, 10)
-    )
+    return _numeric_item(f"What number comes before {n}? Answer with the number only.", n - 1, rng, (-1, 1, 2, -10, 10))
 
 
 def double(rng: random.Random) -> Item:
@@ -197,7 +194,9 @@ class Scorer:
             ids[j, width - len(rest) :] = torch.tensor(rest)
             mask[j, shared + width - len(rest) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-        first = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, logits_to_keep=1)
+        first = model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, logits_to_keep=1
+        )
         owner = [j for j, item in enumerate(batch) for _ in item.options]
         answers = [tokenizer(o, add_special_tokens=False)["input_ids"] for item in batch for o in item.options]
         cache.reorder_cache(torch.tensor(owner))
