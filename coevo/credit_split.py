@@ -4,12 +4,13 @@ A member's reward mixes what it was shown (a prompt variant, a set of skills) wi
 The split reads the text's part off group means, and hands ES each member's reward minus that part,
 so a good prompt cannot masquerade as a good direction.
 
-* One prompt variant per member (the AHD `coevo` method): a variant's score is its members' mean
-  reward, and a member's residual is its reward minus its variant's mean.
 * Any subset of N skills per member (the skill methods): a skill's effect is the mean reward of the
   members shown it minus the mean of those not shown it, and a member's residual removes the additive
-  effects of its subset. With a single skill this is exactly the variant split above (two variants:
-  shown, not shown), which is why both live here.
+  effects of its subset. With a single skill this is a variant split (two variants: shown, not shown):
+  each member's reward less its variant's mean.
+* Where mirrored ES pairs share their text (the heuristic methods by default), no split is needed for
+  the weights: the engine centres each pair's rewards (`coevo.es.engine.pair_residuals`), which removes
+  whatever the pair shares exactly.
 """
 
 from __future__ import annotations
@@ -24,12 +25,6 @@ def group_means(groups: Sequence[Hashable], rewards: Sequence[float]) -> dict[Ha
     for group, reward in zip(groups, rewards, strict=True):
         by_group[group].append(reward)
     return {group: sum(values) / len(values) for group, values in by_group.items()}
-
-
-def group_residuals(groups: Sequence[Hashable], rewards: Sequence[float]) -> list[float]:
-    """Each member's reward minus its group's mean reward."""
-    means = group_means(groups, rewards)
-    return [reward - means[group] for group, reward in zip(groups, rewards, strict=True)]
 
 
 def effects_against_absence(shown: Sequence[Set[str]], rewards: Sequence[float]) -> dict[str, float]:

@@ -96,7 +96,7 @@ class PromptVariant:
     """Which component this variant rewrote from its parent (None for the initial variant)."""
     uses: int = 0
     score: float = 0.0
-    """Mean reward (child's improvement on its parent's fitness) of the children written under this variant."""
+    """Running mean, across generations, of the rewards of the children written under this variant."""
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)} | {"templates": self.templates.to_dict()}
@@ -111,6 +111,10 @@ class PromptVariant:
             return self
         uses = self.uses + len(rewards)
         return replace(self, uses=uses, score=self.score + (sum(rewards) - len(rewards) * self.score) / uses)
+
+
+SHRINK_USES = 4
+"""Pseudo-uses of the pool's mean in a prompt variant's shrunk score."""
 
 
 class PromptPool:
@@ -133,7 +137,16 @@ class PromptPool:
 
     @property
     def best(self) -> PromptVariant:
-        return max(self.variants, key=lambda v: (v.uses > 0, v.score))
+        return max(self.variants, key=lambda v: (v.uses > 0, self.shrunk_score(v)))
+
+    def shrunk_score(self, variant: PromptVariant) -> float:
+        """`variant`'s running mean pulled towards the pool's mean by `SHRINK_USES` pseudo-uses, so a
+        variant tried a few times cannot overtake one measured over many generations on luck alone."""
+        tried = [v for v in self.variants if v.uses > 0]
+        if not tried:
+            return variant.score
+        pool_mean = sum(v.score * v.uses for v in tried) / sum(v.uses for v in tried)
+        return (variant.uses * variant.score + SHRINK_USES * pool_mean) / (variant.uses + SHRINK_USES)
 
     def admit(self, variant: PromptVariant) -> PromptVariant | None:
         """Add `variant`; when full, it replaces the worst tried variant (never the best), which is
@@ -145,6 +158,6 @@ class PromptPool:
         evictable = [v for v in self.variants if v.uses > 0 and v.id != best.id]
         if not evictable:
             return variant
-        worst = min(evictable, key=lambda v: v.score)
+        worst = min(evictable, key=self.shrunk_score)
         self.variants = [variant if v.id == worst.id else v for v in self.variants]
         return worst

@@ -1,5 +1,6 @@
-"""Paired comparisons of two methods (wins/ties/losses, the Wilcoxon signed-rank test) and success-rate
-intervals.
+"""Paired comparisons of two methods (wins/ties/losses, the Wilcoxon signed-rank test), paired binary
+outcomes (exact McNemar), a rate against chance (exact binomial), Holm's correction for tests that share
+data, and success-rate intervals.
 
 Grids of runs are small (a few tasks x budgets x seeds), so the test is exact where it can be: the null
 distribution of the signed-rank statistic is enumerated for up to `EXACT_UP_TO` non-zero differences
@@ -136,3 +137,32 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def binomial_tail(successes: int, n: int, chance: float) -> float:
+    """P(X >= successes) for X ~ Binomial(n, chance): the one-sided exact test of a rate above chance."""
+    if n <= 0 or not 0 <= successes <= n or not 0 < chance < 1:
+        raise ValueError(f"need 0 <= successes <= n, n > 0 and 0 < chance < 1, got {successes}, {n}, {chance}")
+    return min(1.0, sum(math.comb(n, x) * chance**x * (1 - chance) ** (n - x) for x in range(successes, n + 1)))
+
+
+def mcnemar_exact(gained: int, lost: int) -> float:
+    """Two-sided exact McNemar p-value of paired binary outcomes: of the `gained + lost` discordant
+    pairs, how unlikely a split this uneven is under a fair coin (1.0 with no discordant pair)."""
+    if gained < 0 or lost < 0:
+        raise ValueError(f"counts must be non-negative, got {gained} and {lost}")
+    discordant = gained + lost
+    if discordant == 0:
+        return 1.0
+    return min(1.0, 2 * binomial_tail(max(gained, lost), discordant, 0.5))
+
+
+def holm(p_values: dict[str, float]) -> dict[str, float]:
+    """Holm-Bonferroni adjusted p-values of tests that share data: the k-th smallest of m is multiplied by
+    m - k + 1, and adjusted values never decrease along that order (reject where adjusted < alpha)."""
+    adjusted, running = {}, 0.0
+    order = sorted(p_values, key=p_values.__getitem__)
+    for rank, name in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p_values[name]))
+        adjusted[name] = running
+    return adjusted

@@ -12,7 +12,7 @@ Flags:
   --methods M [M ...]    methods (default: all five)
   --budgets B [B ...]    reference budgets in evaluations (default: 1000 2000)
   --seeds S [S ...]      run seeds (default: 0 1 2)
-  --scale F              multiply budgets, population_size and settings.batch by F (at least 2 each),
+  --scale F              multiply budgets, population_size and settings.batch by F (even, at least 2 each),
                          so e.g. 0.02 turns the reference grid into one that fits 2 CPU cores
   --model NAME           override the configs' model (e.g. scripted_llm:build with tests/ on PYTHONPATH)
   --eval-limit N         score candidates on the first N search instances only
@@ -89,7 +89,18 @@ class RunResult:
 
 # --- configs and plans -----------------------------------------------------------------------------
 def scaled(value: int, scale: float) -> int:
-    return max(2, round(value * scale))
+    """A size times `scale`, rounded to an even number (ES members come in mirrored pairs), at least 2."""
+    return max(2, 2 * round(value * scale / 2))
+
+
+def pool_for(settings: dict, pairs: int) -> dict:
+    """`coevo`'s settings with a prompt pool that spreads `pairs` mirrored pairs evenly (at most its own)."""
+    if "prompt_pool" not in settings:
+        return settings
+    pool = min(settings["prompt_pool"], pairs)
+    while pairs % pool:
+        pool -= 1
+    return {**settings, "prompt_pool": pool}
 
 
 def build_config(setting: Setting, configs: Path, scale: float, assignments: Sequence[str] = ()) -> RunConfig:
@@ -103,6 +114,7 @@ def build_config(setting: Setting, configs: Path, scale: float, assignments: Seq
     )
     if base.method in ("sample", "sample+es"):
         data["settings"] = {**base.settings, "batch": scaled(SampleSettings.model_validate(base.settings).batch, scale)}
+    data["settings"] = pool_for(data["settings"], data["population_size"] * base.es.directions_per_parent // 2)
     return validate(merge_overrides(data, list(assignments)))
 
 

@@ -86,8 +86,10 @@ def test_es_moves_the_weights_on_residuals_and_the_library_learns_when_the_metho
         moved = runner.host.weights_sha256() != before
     assert moved and len(records) == 3, "one ES update per generation"
     assert all(c.weights.seed is not None for c in children), "every child is written under its own perturbation"
-    for record in records:  # ES is told rewards less the shown skills' effects: they sum to zero
-        assert sum(record.raw_rewards) == pytest.approx(0, abs=1e-9) and any(record.raw_rewards)
+    for record in records:  # mirrored pairs share their skills: ES is told rewards, centred on each pair
+        pairs = zip(record.residuals[::2], record.residuals[1::2], strict=True)
+        assert all(plus == pytest.approx(-minus) for plus, minus in pairs)
+        assert record.residuals[0] == pytest.approx((record.raw_rewards[0] - record.raw_rewards[1]) / 2)
     assert set(skills) == {"closest-city", "prefer-near-cities"}
     helper, lesson = skills["closest-city"].meta, skills["prefer-near-cities"].meta
     assert helper.estimates == 3 and helper.uses == 3, "the starting skill is credited every generation"

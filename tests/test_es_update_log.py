@@ -90,7 +90,11 @@ def test_history_records_what_the_update_was_made_of(tmp_path):
     assert record.step == 0 and record.scope == "full" and record.noise_version == engine.host.noise_version
     assert len(record.seeds) == 6 and record.signs == (1, -1) * 3 and record.raw_rewards[1] is None
     assert record.sigma == pytest.approx(0.05) and record.update.optimizer == CONFIG.optimizer
-    assert record.shaped_rewards[1] == min(record.shaped_rewards)
+    # mirrored pairs: the invalid member ranks below its mirror, and the residuals are kept beside the rewards
+    assert record.shaped_rewards[1] < record.shaped_rewards[0]
+    assert record.residuals[0] == -record.residuals[1] > 0
+    assert [record.residuals[i] + record.residuals[i + 1] for i in (2, 4)] == pytest.approx([0, 0])
+    assert record.residuals[2] == pytest.approx((record.raw_rewards[2] - record.raw_rewards[3]) / 2)
 
 
 def test_history_rejects_gaps_and_corruption(tmp_path):

@@ -235,6 +235,7 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
     measured in one call share one base side, the one each would get alone."""
     import sqlite3
 
+    from coevo.es.perturbation import Update
     from coevo.es.update_log import UpdateRecord
 
     run = bpp_pairs.Setting("bpp_online", "eoh+es", 24, 0).run_dir(tiny_bpp_grid)
@@ -242,9 +243,10 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
     shutil.copytree(run, moved)
     with sqlite3.connect(moved / "run.sqlite") as db:
         for step, text in db.execute("SELECT step, record FROM es_updates").fetchall():
-            record = UpdateRecord.from_json(text)
-            steps = tuple(1.0 if i % 2 else -1.0 for i in range(len(record.update.coeffs)))
-            moved_record = replace(record, update=replace(record.update, coeffs=steps))
+            record = UpdateRecord.from_json(text)  # no update at all when every child was invalid
+            seeds = tuple(dict.fromkeys(record.seeds))
+            steps = tuple(1.0 if i % 2 else -1.0 for i in range(len(seeds)))
+            moved_record = replace(record, update=Update(seeds, steps, record.alpha))
             db.execute("UPDATE es_updates SET record = ? WHERE step = ?", (moved_record.to_json(), step))
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"ahd_weights_effect": {"other": {"kept": True}}}))

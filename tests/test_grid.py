@@ -92,7 +92,7 @@ def test_set_overrides_reach_every_run_after_scaling() -> None:
     config = grid.build_config(
         grid.Setting("tsp_construct", "eoh+es", 40, 3), grid.CONFIGS, 0.5, grid.overrides(options)
     )
-    assert (config.budget, config.population_size, config.seed) == (20, 5, 3)
+    assert (config.budget, config.population_size, config.seed) == (20, 4, 3), "population: even, for mirrored pairs"
     assert (config.model, config.eval.limit) == ("scripted_llm:build", 4)
     assert (config.llm.max_new_tokens, config.es.alpha) == (64, 0.01)
 

@@ -119,7 +119,7 @@ def test_a_run_stored_with_the_former_top_level_keys_resumes_as_it_would_have(tm
 
 def test_tune_knobs_set_the_methods_own_table_and_are_refused_for_a_method_without_the_key(tmp_path: Path) -> None:
     path = tmp_path / "study.toml"
-    base = 'task = "tsp_construct"\nmodel = "scripted_llm:build"\nbudget = 12\n'
+    base = 'task = "tsp_construct"\nmodel = "scripted_llm:build"\nbudget = 12\npopulation_size = 8\n'
     tune = '[tune]\nprompt_pool = {choices = [1, 2]}\noperators = {choices = [["m1"], ["tune"]]}\n'
     path.write_text('method = "coevo"\n' + base + tune)
     trial = validate(load_space(path).with_values({"prompt_pool": 2, "operators": ("tune",)}))

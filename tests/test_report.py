@@ -42,7 +42,7 @@ SMALL_RUN = {
     "budget": 16,
     "seed": 3,
     "library": "none",
-    "population_size": 3,
+    "population_size": 4,
     "eval": {"limit": 2},
     "es": {"sigma": 0.05, "alpha": 0.05},
 }
@@ -256,7 +256,7 @@ class EpisodeWorkload:
 
 
 def test_episodes_are_stored_and_the_best_median_and_worst_of_each_generation_shown(tmp_path):
-    config = validate({**SMALL_RUN, "method": "sample+es", "settings": {"batch": 5}, "budget": 10})
+    config = validate({**SMALL_RUN, "method": "sample+es", "settings": {"batch": 6}, "budget": 12})
     store = RunStore.create(tmp_path, config.model_dump(mode="json"))
     with Runner(config, store, tmp_path, ScriptedLLM(), EpisodeWorkload()) as runner:
         runner.run()

@@ -7,7 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from coevo.stats import compare_paired, midranks, smallest_exact_p, wilcoxon_signed_rank, wilson_interval
+from coevo.stats import (
+    binomial_tail,
+    compare_paired,
+    holm,
+    mcnemar_exact,
+    midranks,
+    smallest_exact_p,
+    wilcoxon_signed_rank,
+    wilson_interval,
+)
 
 
 def test_midranks_share_the_mean_rank_of_ties() -> None:
@@ -100,3 +109,24 @@ def test_wilson_interval_matches_known_values_and_stays_inside_zero_one():
     assert wilson_interval(10, 10)[1] == 1.0
     with pytest.raises(ValueError):
         wilson_interval(3, 0)
+
+
+def test_binomial_tail_is_the_exact_one_sided_probability():
+    assert binomial_tail(0, 10, 0.3) == pytest.approx(1.0)
+    assert binomial_tail(10, 10, 0.5) == pytest.approx(0.5**10)
+    assert binomial_tail(3, 4, 0.5) == pytest.approx(5 / 16)
+    with pytest.raises(ValueError):
+        binomial_tail(5, 4, 0.5)
+
+
+def test_mcnemar_exact_counts_only_the_discordant_pairs():
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(5, 5) == 1.0
+    assert mcnemar_exact(6, 0) == pytest.approx(2 / 64)
+    assert mcnemar_exact(1, 9) == pytest.approx(mcnemar_exact(9, 1)) == pytest.approx(22 / 1024)
+
+
+def test_holm_multiplies_by_the_remaining_tests_and_never_decreases_along_the_order():
+    adjusted = holm({"a": 0.01, "b": 0.04, "c": 0.03})
+    assert adjusted == pytest.approx({"a": 0.03, "c": 0.06, "b": 0.06})
+    assert holm({"x": 0.6, "y": 0.5}) == pytest.approx({"y": 1.0, "x": 1.0})

@@ -5,6 +5,10 @@ member under `host.perturbed(p)`; `tell(perturbations, rewards)` penalises inval
 them, writes the update to the history and has the host apply it. By default the update is the
 reference rule theta += alpha / N * sum_i z_i eps_i with z-scored rewards and no 1/sigma.
 
+With mirrored pairs (`antithetic`) each reward is first taken less its pair's mean: whatever the two
+members of a pair share (a prompt, a parent, a sampling seed: common random numbers) cancels exactly,
+whatever the shaping, and every pair informs the update.
+
 Example: pull three weights towards 1.
 
 >>> import torch
@@ -83,6 +87,20 @@ class UpdateStats:
     update: Update | None
 
 
+def pair_residuals(perturbations: Sequence[Perturbation], rewards: np.ndarray) -> np.ndarray:
+    """Each reward less the mean of its mirrored pair (members sharing a seed, signs +1 and -1). A member
+    whose mirror was never scored (the budget ran out between them) has nothing to contrast: 0."""
+    by_seed: dict[int, list[int]] = {}
+    for index, p in enumerate(perturbations):
+        by_seed.setdefault(p.seed, []).append(index)
+    residuals = np.array(rewards, dtype=np.float64)
+    for seed, indices in by_seed.items():
+        if len(indices) > 1 and sorted(perturbations[i].sign for i in indices) != [-1, 1]:
+            raise ValueError(f"seed {seed} is not one mirrored pair (+1, -1) in this population")
+        residuals[indices] -= residuals[indices].mean()
+    return residuals
+
+
 def member_seed(root_seed: int, step: int, index: int) -> int:
     """The seed of member `index` at `step`: a pure function, so asking again or resuming repeats it."""
     digest = hashlib.blake2b(f"{root_seed}:{step}:{index}".encode(), digest_size=8, person=b"coevo-seed")
@@ -152,7 +170,8 @@ class ESEngine:
         sigma = sigmas.pop()
         alpha = self.alpha_schedule(self.position())
         filled = penalize_invalid(rewards)
-        shaped = None if filled is None else self.shaping(filled)
+        residuals = None if filled is None or not self.config.antithetic else pair_residuals(perturbations, filled)
+        shaped = None if filled is None else self.shaping(filled if residuals is None else residuals)
         update = None if shaped is None or sigma == 0.0 else self._update(perturbations, shaped, alpha)
         raw = tuple(None if r is None or np.isnan(r) else float(r) for r in rewards)
         record = UpdateRecord(
@@ -166,6 +185,7 @@ class ESEngine:
             scope=self.host.scope,
             noise_version=self.host.noise_version,
             update=update,
+            residuals=None if residuals is None else tuple(float(r) for r in residuals),
         )
         if self.history is not None:
             self.history.append(record)

@@ -37,11 +37,14 @@ class UpdateRecord:
     signs: tuple[int, ...]
     sigma: float
     raw_rewards: tuple[float | None, ...]
+    """The members' rewards as told (None: invalid)."""
     shaped_rewards: tuple[float, ...] | None
     alpha: float
     scope: str
     noise_version: str
     update: Update | None
+    residuals: tuple[float, ...] | None = None
+    """Mirrored pairs: each reward (invalid ones penalised) less its pair's mean, what was shaped."""
 
     @property
     def has_direction(self) -> bool:
@@ -74,6 +77,7 @@ class UpdateRecord:
                 optimizer=OptimizerConfig(**update["optimizer"]),
             )
         shaped = fields.pop("shaped_rewards")
+        residuals = fields.get("residuals")
         return cls(
             step=fields["step"],
             seeds=tuple(fields["seeds"]),
@@ -85,6 +89,7 @@ class UpdateRecord:
             scope=fields["scope"],
             noise_version=fields["noise_version"],
             update=update,
+            residuals=None if residuals is None else tuple(residuals),
         )
 
 

@@ -47,10 +47,13 @@ class SamplingParams:
     """Where this call's requests start in the logical batch they belong to. A caller that splits one
     batch into several calls (a full-rank member at a time, low-rank members in chunks) passes each
     chunk's offset, so a request samples the same stream however the batch was split."""
+    requests_per_stream: int = 1
+    """Consecutive requests of the logical batch that sample one stream: 2 for mirrored ES pairs, whose
+    two answers then differ by their weights alone (common random numbers)."""
 
     def seed_for(self, index: int) -> int | None:
         """The seed of request `index` of a call made with these settings, as every backend uses it."""
-        return request_seed(self.seed, self.first_request + index)
+        return request_seed(self.seed, (self.first_request + index) // self.requests_per_stream)
 
 
 AGENT_SAMPLING = SamplingParams(max_new_tokens=64, temperature=0.7, top_p=0.8)

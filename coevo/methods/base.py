@@ -1,5 +1,5 @@
 """What every method shares: the `Method` base the loop drives (`coevo.context.Policy`), its ES sizing,
-and the improvement reward the joint methods tell ES.
+and the rewards the joint methods tell ES.
 
 A method is a policy over a `coevo.context.Context`: it never sees the run loop. It is built from the
 run's config and the workload's capabilities (`coevo.workload.Capabilities`), and asks the latter, not
@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 
+from coevo.es.shaping import penalize_invalid
 from coevo.operators.eoh_operators import ProposalRequest
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptPool, PromptVariant
@@ -28,15 +30,30 @@ if TYPE_CHECKING:
     from coevo.workload import Member
 
 CROSSOVERS = ("e1", "e2")
+T = TypeVar("T")
 
 
 def improvement_reward(parent: float, child: float | None, worst: float) -> float:
     """Reference eoh+es reward P - C_eff, on fitness (higher is better): C - P. A child that is invalid
     or worse than the population's worst counts as C_eff = max(W, P - 1), so failures are penalised by
-    a bounded amount."""
+    a bounded amount. Kept for the record (`es.reward = "improvement"`): a copy of its parent earns 0
+    and an invalid child at most 1 less, so it mostly tells ES validity, not quality."""
     if child is None or child < worst:
         return max(worst, parent - 1.0) - parent
     return child - parent
+
+
+def quality_rewards(children: Sequence[Candidate]) -> list[float | None]:
+    """Each child's own fitness, so a copy is worth its parent's quality; an invalid child a fixed step
+    below the generation's worst valid child (`penalize_invalid`); all None when none is valid."""
+    filled = penalize_invalid([c.fitness for c in children])
+    return [None] * len(children) if filled is None else [float(r) for r in filled]
+
+
+def mirrored(values: Sequence[T], share: int) -> list[T]:
+    """Each value `share` times in a row: what the members of a mirrored ES pair (share 2) have in
+    common, so that their rewards differ by their weights alone."""
+    return [value for value in values for _ in range(share)]
 
 
 class Method:
@@ -89,7 +106,21 @@ class Method:
         scored and charged."""
         return context.add_library(starting_heuristics(context.task, self.config.library))
 
-    # ES sizing; methods without weights never ask.
+    # ES sizing and rewards; methods without weights never ask.
+    @property
+    def pair_share(self) -> int:
+        """Members that share one text, parent and sampling seed: 2 with mirrored pairs, else 1."""
+        return 2 if self.config.es.antithetic else 1
+
+    def es_rewards(
+        self, judged_against: Sequence[Candidate], children: Sequence[Candidate], worst: float
+    ) -> list[float | None]:
+        """What ES is told for each child: its quality (the default), or the reference's improvement on
+        the parent it was judged against (`es.reward = "improvement"`, `worst` the population's worst)."""
+        if self.config.es.reward == "quality":
+            return quality_rewards(children)
+        return [improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children, strict=False)]
+
     def es_population(self) -> int:
         return self.config.population_size * self.config.es.directions_per_parent
 

@@ -4,10 +4,12 @@ Every member of a generation is an ES direction carrying some text, and the same
 the ES update and the text's evolution. Credit is split so a good text cannot masquerade as a good
 direction: ES is told each member's reward less its text's estimated effect.
 
-* Without a skill library on heuristics, the text is a prompt variant: each member (prompt variant,
-  ES direction) writes one child; a variant is scored by the mean reward of its members, the weights
-  are updated on each member's reward minus its variant's mean, and the best variant is rewritten by
-  the LLM from the evaluator's feedback once per generation.
+* Without a skill library on heuristics, the text is a prompt variant: each mirrored pair of ES
+  members (+eps, -eps) writes two children from the same variant, parents, operator and sampling seed,
+  so the pair's reward difference is its direction's alone (the engine centres each pair) and every
+  member informs ES; a variant is scored by the running mean of its children's rewards across
+  generations, and the best variant (shrunk towards the pool's mean) is rewritten by the LLM from the
+  evaluator's feedback once per generation.
 * With a skill library (`settings.library`; always on episodes), the text is the library, each member
   shown its own half, and the generation's failures are learned into skill edits
   (`coevo.methods.skill_method`), the split generalised to N skills (`coevo.credit_split`).
@@ -22,8 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from coevo.credit_split import group_residuals
-from coevo.methods.base import CROSSOVERS, Method, OneUpdatePerGeneration, improvement_reward, prompt_id
+from coevo.methods.base import CROSSOVERS, Method, OneUpdatePerGeneration, mirrored, prompt_id
 from coevo.methods.skill_method import SkillMethod
 from coevo.operators.constants import tunable_values
 from coevo.operators.eoh_operators import ProposalRequest
@@ -31,6 +32,7 @@ from coevo.operators.records import Parent, TextProposal, direction
 from coevo.operators.reflection import ComponentRewriter, Reflector
 from coevo.operators.templates import OPERATORS
 from coevo.population import PromptPool, PromptVariant, as_parent
+from coevo.run.config import ConfigError
 from coevo.skills.settings import SkillsSettings
 
 if TYPE_CHECKING:
@@ -48,7 +50,9 @@ class CoevoSettings(SkillsSettings):
     """The `[settings]` table of `coevo`: the prompt side's keys, then the skill methods' (used with a
     skill library)."""
 
-    prompt_pool: int = Field(3, ge=1, description="prompt variants evolved alongside the weights")
+    prompt_pool: int = Field(
+        2, ge=1, description="prompt variants evolved alongside the weights (ES population: a multiple of 2 x this)"
+    )
     operators: tuple[str, ...] = Field(("m2", "m1", "e2", "e1"), description="operators members cycle through")
     components: tuple[str, ...] = Field(("m2", "m1", "notes"), description="prompt parts the rewriter evolves")
 
@@ -70,6 +74,12 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
         super().__init__(config, capabilities)
         self.evolves_skills = capabilities.episodes or self.settings.library is not None
         """Whether the members' text is the skill library (else: prompt variants)."""
+        slots = self.pair_share * self.settings.prompt_pool
+        if not self.evolves_skills and self.es_population() % slots:
+            raise ConfigError(
+                f"coevo: the ES population ({self.es_population()}) must be a multiple of {slots} "
+                f"({self.pair_share} members a pair x settings.prompt_pool {self.settings.prompt_pool})"
+            )
 
     def prompt_pool(self) -> PromptPool:
         return PromptPool(self.settings.prompt_pool, [self.initial_prompt()])
@@ -101,7 +111,8 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
         """One generation of (prompt variant, ES direction) members, then one rewrite of the best variant."""
         population = context.population
         members = context.ask()
-        variants = context.prompts.assign(context.rng, len(members))
+        share = self.pair_share
+        variants = context.prompts.assign(context.rng, len(members) // share)
         operators = self.settings.operators
         requests, judged_against = [], []
         for index, variant in enumerate(variants):
@@ -115,17 +126,16 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
                 ProposalRequest(operator, tuple(as_parent(p) for p in parents), variant.notes, variant.templates)
             )
             judged_against.append(max(parents, key=lambda p: p.fitness, default=population.members[-1]))
+        requests, judged_against, variants = (mirrored(v, share) for v in (requests, judged_against, variants))
         worst = population.worst_fitness
         children = context.propose(requests, members, [v.id for v in variants])
         variants = variants[: len(children)]
-        rewards = [
-            improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children, strict=False)
-        ]
+        rewards = self.es_rewards(judged_against, children, worst)
+        context.tell(members[: len(children)], rewards)
         by_variant: dict[str, list[float]] = defaultdict(list)
         for variant, reward in zip(variants, rewards, strict=True):
-            by_variant[variant.id].append(reward)
-        residuals = group_residuals([v.id for v in variants], rewards)
-        context.tell(members[: len(children)], residuals)
+            if reward is not None:
+                by_variant[variant.id].append(reward)
         context.prompts.record(by_variant)
         population.add(children)
         if context.budget_left:

@@ -7,7 +7,7 @@ as their text (`coevo.skills.loop`). On heuristics each member is an EoH child (
 whose request shows its own half of the library (`shown_to`) as hints, text procedures and helper
 functions alike; a child that calls a helper it was shown gets its source in its code
 (`ProposalRequest.helpers`), so the usual validation runs on what is stored. Each skill is credited
-with its effect on the improvement reward against its absence; the failed members are analysed into
+with its effect on the members' reward against its absence; the failed members are analysed into
 edits. On heuristics, code skills (at the start and when proposed) are kept only if their tests pass
 in the task's sandbox, and an edit must recur (`min_sources`) and strictly raise the val fitness of
 one m1 child of the population's best written with the library (`ValScore`).
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from coevo.methods.base import CROSSOVERS, Method, improvement_reward
+from coevo.methods.base import CROSSOVERS, Method, improvement_reward, mirrored
 from coevo.methods.eoh import OPERATORS
 from coevo.population import as_parent
 from coevo.run.config import ConfigError
@@ -84,9 +84,9 @@ class SkillMethod(Method):
         if self.capabilities.episodes:
             evaluations, residuals = self.skills.play(context, members or [None] * self.config.population_size)
             return failed_trajectories(context.generation, evaluations), residuals
-        children, rewards, residuals = self.offspring_shown(context, members)
+        children, improvements, told = self.offspring_shown(context, members)
         context.population.add(children)
-        return failed_children(context.generation, children, rewards), list(residuals)
+        return failed_children(context.generation, children, improvements), list(told)
 
     def es_generation(self, context: Context) -> Failed:
         """A shown generation under the ES engine's members, ending in their update; returns the failed."""
@@ -121,14 +121,17 @@ class SkillMethod(Method):
 
     def offspring_shown(
         self, context: Context, members: Sequence[Perturbation] | None
-    ) -> tuple[list[Candidate], list[float], list[float]]:
+    ) -> tuple[list[Candidate], list[float], list[float | None]]:
         """One child per request (`population_size` of them, or one per ES member written under it),
-        request i shown its own subset of the library; returns the children, their improvement rewards
-        and those rewards less the shown skills' additive effects (what ES is told). The shown skills'
-        uses and credit move with the rewards."""
+        the two members of a mirrored pair shown the same subset of the library, with the same operator
+        and parents; returns the children, their improvements on their parents (what the failure
+        analysis reads) and what ES is told: their rewards (`Method.es_rewards`) with mirrored pairs (the pair shares its skills, so the engine's pair centring
+        removes their effect exactly), else the rewards less the shown skills' additive effects. The
+        shown skills' uses and credit move with the rewards."""
         settings, population = self.settings, context.population
         ranked = by_credit(self.skills.library)
-        count = self.config.population_size if members is None else len(members)
+        share = 1 if members is None else self.pair_share
+        count = (self.config.population_size if members is None else len(members)) // share
         subsets = shown_to([s.name for s in ranked], count, self.config.seed, context.generation, settings.show_share)
         requests, judged_against, shown = [], [], []
         for index, subset in enumerate(subsets):
@@ -141,9 +144,13 @@ class SkillMethod(Method):
             requests.append(request)
             judged_against.append(max(parents, key=lambda p: p.fitness))
             shown.append(rendered)
+        requests, judged_against, shown = (mirrored(v, share) for v in (requests, judged_against, shown))
         worst = population.worst_fitness
         children = context.propose(requests, members)
-        rewards = [
+        rewards = self.es_rewards(judged_against, children, worst)
+        credit = [0.0 if r is None else r for r in rewards]  # none valid: no skill has a contrast
+        residuals = self.skills.record(context.generation, shown[: len(children)], credit)
+        improvements = [
             improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children, strict=False)
         ]
-        return children, rewards, self.skills.record(context.generation, shown[: len(children)], rewards)
+        return children, improvements, rewards if share == 2 else residuals

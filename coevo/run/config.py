@@ -53,9 +53,18 @@ class ESSettings(_Section):
         "EGGROLL members generated together in one batch",
     )
     scope: str = Field("full", description="full, all_linear or a parameter-name regex (rank > 0: not full)")
-    shaping: Literal["zscore", "centered_rank"] = "zscore"
+    shaping: Literal["zscore", "centered_rank"] = Field(
+        "centered_rank", description="fitness shaping across the whole population before the update"
+    )
     antithetic: bool = Field(
-        False, description="mirrored pairs (eps, -eps): half as many directions, each measured both ways"
+        True,
+        description="mirrored pairs (eps, -eps) that share text, parent and sampling seed, so a pair's "
+        "reward difference is its direction's effect alone",
+    )
+    reward: Literal["quality", "improvement"] = Field(
+        "quality",
+        description="heuristics: a child's own fitness (invalid: below the generation's worst valid), or "
+        "the reference's child-minus-parent improvement",
     )
 
 

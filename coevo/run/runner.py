@@ -359,6 +359,7 @@ class Runner:
         sampling = self.sampling_for_call()
         jobs = None
         if perturbations is not None:
+            sampling = replace(sampling, requests_per_stream=2 if self.config.es.antithetic else 1)
             members = zip(requests, perturbations, weights, strict=True)
             jobs = [
                 ProposalJob(request, perturbation, weight, replace(sampling, first_request=index))

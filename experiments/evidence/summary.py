@@ -15,7 +15,6 @@ from typing import Any
 
 from evidence_file import RESULTS
 
-from coevo.methods.coevo import CoevoSettings
 from coevo.stats import WilcoxonResult, compare_paired, smallest_exact_p, wilcoxon_signed_rank, wilson_interval
 
 PAGE = RESULTS.parent.parent / "RESULTS.md"
@@ -28,6 +27,9 @@ hold. The page is generated from [evidence/results.json](evidence/results.json) 
 results: [bench](bench/RESULTS.md) (speed), [agents](agents/RESULTS.md), [skills](skills/RESULTS.md),
 [peers](peers/FINDINGS.md).
 """
+
+BPP_GRID_POOL = 3
+"""`settings.prompt_pool` of the bpp_online grid's coevo runs: the default when they were made."""
 
 
 def rate(successes: int, n: int) -> str:
@@ -253,13 +255,13 @@ def coevo_credit_note(record: dict[str, Any]) -> str:
     """Why coevo's weights move less often than eoh+es's: its credit split leaves a lone member no signal."""
     directed = sorted(record["runs"]["coevo"][str(seed)]["directed_updates"] for seed in record["seeds"])
     population = re.search(r"population_size=(\d+)", record["command"])
-    pool = CoevoSettings.model_fields["prompt_pool"].default
     setting = f"population_size {population[1]} over" if population else "a population over"
     return (
-        "coevo tells ES each member's reward less the mean of the members that share its prompt variant, so"
-        f" a member alone on its variant has a residual of zero whatever it scores; with {setting} the"
-        f" default pool of {pool} variants (`settings.prompt_pool`, assigned in turn), only the members that"
-        " share a variant can give a direction, and only when their rewards differ. Directed updates of the"
+        "These runs predate mirrored pairs: coevo told ES each member's reward less the mean of the members that"
+        " shared its prompt variant, so a member alone on its variant had a residual of zero whatever it scored;"
+        f" with {setting} the then default pool of {BPP_GRID_POOL} variants (`settings.prompt_pool`, assigned in"
+        " turn), only the members that"
+        " shared a variant could give a direction, and only when their rewards differed. Directed updates of the"
         f" coevo runs, sorted: {', '.join(map(str, directed))} (the table gives each run's out of its updates)."
     )
 
