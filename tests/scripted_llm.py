@@ -63,7 +63,8 @@ class ScriptedLLM:
         elif "<<<<<<< SEARCH" in prompt:  # a diff request: note the coefficient above the parent's last line
             last = re.search(r"```python\n(.*?)```", prompt, re.DOTALL).group(1).rstrip().splitlines()[-1]
             search = last if output[1] < 0.3 else "    return None  # a line the parent does not have"
-            text = f"Note the weight.\n<<<<<<< SEARCH\n{search}\n=======\n    # weight {output[0]:.3f}\n{last}\n>>>>>>> REPLACE"
+            edit = f"{search}\n=======\n    # weight {output[0]:.3f}\n{last}"
+            text = f"Note the weight.\n<<<<<<< SEARCH\n{edit}\n>>>>>>> REPLACE"
         elif "```python" not in prompt and "exact signature" not in prompt:  # a reflection or a rewrite
             text = f"Weigh the distance back to the destination by about {output[0]:.2f}."
         elif output[1] > 0.45:

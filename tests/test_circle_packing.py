@@ -98,7 +98,8 @@ def test_the_sandboxed_constructor_is_refused_when_it_answers_nan_or_overlaps():
     nan = "import numpy as np\ndef pack_circles(n):\n    return np.full((n, 2), 0.5), np.full(n, np.nan)\n"
     overlapping = "import numpy as np\ndef pack_circles(n):\n    return np.full((n, 2), 0.5), np.full(n, 0.1)\n"
     wrong_shape = "import numpy as np\ndef pack_circles(n):\n    return np.zeros((n, 3)), np.zeros(n)\n"
-    verdicts = {name: _evaluated(code) for name, code in [("nan", nan), ("overlap", overlapping), ("shape", wrong_shape)]}
+    answers = {"nan": nan, "overlap": overlapping, "shape": wrong_shape}
+    verdicts = {name: _evaluated(code) for name, code in answers.items()}
     assert not any(verdict.valid for verdict in verdicts.values())
     assert "non-finite value (nan)" in verdicts["nan"].reason
     assert "circles 0 and 1 overlap" in verdicts["overlap"].reason

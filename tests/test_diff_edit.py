@@ -58,8 +58,9 @@ def test_a_block_that_copies_the_parent_exactly_replaces_those_lines():
 
 
 def test_several_blocks_apply_in_order_each_to_the_code_the_previous_left():
-    first = block("    score = distance_matrix[current_node, nodes]", "    score = 2 * distance_matrix[current_node, nodes]")
-    second = block("    score = 2 * distance_matrix[current_node, nodes]", "    score = 3 * distance_matrix[current_node, nodes]")
+    line = "    score = {}distance_matrix[current_node, nodes]"
+    first = block(line.format(""), line.format("2 * "))
+    second = block(line.format("2 * "), line.format("3 * "))
     assert applied(f"{first}\n\n{second}") == PARENT_CODE.replace("score = distance", "score = 3 * distance")
     assert isinstance(applied(f"{second}\n\n{first}"), ParseFailure), "the second block only matches after the first"
 
@@ -68,9 +69,8 @@ def test_trailing_whitespace_on_either_side_does_not_stop_a_match():
     answer = block("        score = score - 0.05   \t", "        score = score - 0.5")
     assert applied(answer) == PARENT_CODE.replace("- 0.05", "- 0.5")
     padded_parent = PARENT_CODE.replace("score - 0.05", "score - 0.05  ")
-    assert applied(block("        score = score - 0.05", "        score = score - 0.5"), padded_parent) == PARENT_CODE.replace(
-        "- 0.05", "- 0.5"
-    )
+    unpadded = block("        score = score - 0.05", "        score = score - 0.5")
+    assert applied(unpadded, padded_parent) == PARENT_CODE.replace("- 0.05", "- 0.5")
 
 
 @pytest.mark.parametrize("indent", ["", "  ", "    ", "            "], ids=["col0", "col2", "col4", "col12"])
@@ -114,7 +114,7 @@ def test_a_search_found_twice_is_ambiguous():
         ("I would weigh the destination more.", "no SEARCH/REPLACE block in the answer"),
         (block("", "    x = 1"), "SEARCH block 1 is empty"),
         (block("        score = score - 0.05", "        score = score - 0.05"), "the blocks leave the code as it was"),
-        (block("        score = score - 0.05", "x") + "\n<<<<<<< SEARCH\n    return 1\n", "a SEARCH block is not closed"),
+        (block("        score = score - 0.05", "x") + "\n<<<<<<< SEARCH\n    return 1", "a SEARCH block is not closed"),
     ],
 )
 def test_answers_without_a_usable_edit_fail_with_a_reason(answer: str, reason: str):
@@ -202,13 +202,22 @@ def test_a_failed_diff_is_asked_again_with_its_reason_under_a_new_seed():
 
 
 def test_diffs_that_keep_failing_fall_back_to_a_full_rewrite():
-    ops, llm, ledger = diff_operators(lambda messages: FULL if "exact signature" in messages[-1]["content"] else BAD_DIFF, 2)
+    ops, llm, ledger = diff_operators(lambda msgs: FULL if "exact signature" in msgs[-1]["content"] else BAD_DIFF, 2)
     [proposal] = ops.propose("m1", [[PARENT]])
     assert isinstance(proposal, Proposal) and proposal.code.rstrip().endswith("distance_matrix[current_node][n])")
     assert proposal.edit.outcome == "fallback" and len(proposal.edit.failures) == 3  # the first answer and 2 resamples
     assert len(llm.calls) == 4 and "<<<<<<< SEARCH" not in llm.calls[-1][0][0][-1]["content"]
     assert ledger.usage(operator="m1 full fallback").requests == 1
     assert ledger.usage(operator="m1 diff resample").requests == 2
+
+
+def test_a_diff_that_applies_but_breaks_the_function_counts_as_failed():
+    no_return = "Drop the return.\n" + block("    return int(nodes[np.argmin(score)])", "    pass")
+    ops, _, _ = diff_operators(lambda msgs: FULL if "exact signature" in msgs[-1]["content"] else no_return, 0)
+    [proposal] = ops.propose("m1", [[PARENT]])
+    assert proposal.edit.outcome == "fallback"
+    [failure] = proposal.edit.failures
+    assert "return" in failure.reason and failure.completion.text == no_return
 
 
 def test_only_the_failed_requests_are_asked_again_each_on_its_own_stream_and_rows():
@@ -225,7 +234,8 @@ def test_only_the_failed_requests_are_asked_again_each_on_its_own_stream_and_row
         return BAD_DIFF if "objective 9" in code and len(messages) == 2 else GOOD_DIFF
 
     ops, llm, _ = diff_operators(answer)
-    parents = [PARENT, Parent("hash-q", "Same, worse.", PARENT_CODE, 9.0), PARENT, Parent("hash-r", "x", PARENT_CODE, 9.0)]
+    worse = Parent("hash-q", "Same, worse.", PARENT_CODE, 9.0)
+    parents = [PARENT, worse, PARENT, worse]
     items = ops.propose_many([ProposalRequest("m1", (parent,)) for parent in parents], SamplingParams(seed=5), rows)
     assert all(isinstance(item, Proposal) for item in items)
     assert [len(item.edit.failures) for item in items] == [0, 1, 0, 1]
@@ -282,7 +292,8 @@ def test_bad_edit_settings_are_refused(operators):
 
 def run_config(**changes):
     return validate(
-        {**BASE, "population_size": 4, "eval": {"limit": 4, "workers": 1}, "es": {"sigma": 0.05, "alpha": 0.05}, **changes}
+        {**BASE, "population_size": 4, "eval": {"limit": 4, "workers": 1}, "es": {"sigma": 0.05, "alpha": 0.05}}
+        | changes
     )
 
 
@@ -300,7 +311,8 @@ def test_a_diff_run_records_each_diff_answer_and_reports_the_counts(tmp_path: Pa
     assert not linked & {call["id"] for call in failed}, "candidates link to the answer they came from"
     assert {call["edit"] for call in calls if call["operator"] in ("i1", "e1", "e2")} == {None}
     applied, failed_count, fallback = counts["applied"], counts["failed"], counts["fallback"]
-    row = f"<tr><td>diff answers (applied / failed / fallback)</td><td>{applied} / {failed_count} / {fallback}</td></tr>"
+    counted = f"{applied} / {failed_count} / {fallback}"
+    row = f"<tr><td>diff answers (applied / failed / fallback)</td><td>{counted}</td></tr>"
     assert row in render_report(store)
 
 
@@ -310,7 +322,8 @@ def test_lowrank_members_resample_their_diffs_under_their_own_weights(tmp_path: 
     lowrank = {"sigma": 0.05, "alpha": 0.05, "rank": 1, "scope": "all_linear"}
     answers = []
     for batch in (1, 4):
-        config = run_config(method="eoh+es", budget=30, es=lowrank, llm={"max_batch_size": batch}, operators={"edit": "diff"})
+        batching = {"es": lowrank, "llm": {"max_batch_size": batch}}
+        config = run_config(method="eoh+es", budget=30, operators={"edit": "diff"}, **batching)
         with start_run(config, tmp_path / str(batch)) as run:
             run.run()
             answers.append([(call["weights"], call["response"], call["edit"]) for call in run.store.llm_calls()])

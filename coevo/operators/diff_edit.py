@@ -141,7 +141,8 @@ def _apply_one(lines: list[str], block: EditBlock) -> list[str] | str:
             if matches(block.search, lines[start : start + width]) is not None
         ]
         if len(starts) > 1:
-            return f"matches {len(starts)} places (lines {', '.join(str(s + 1) for s in starts[:5])}); it must match one"
+            shown = ", ".join(str(start + 1) for start in starts[:5])
+            return f"matches {len(starts)} places (lines {shown}); it must match one"
         if starts:
             start = starts[0]
             reindent = matches(block.search, lines[start : start + width])

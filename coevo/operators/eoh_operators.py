@@ -19,7 +19,14 @@ from typing import Literal
 from coevo.llm.base import LLM, Completion, Message, SamplingParams
 from coevo.llm.ledger import BudgetLedger
 from coevo.operators.constants import parse_values, tunable_values, with_values
-from coevo.operators.diff_edit import DIFF_FORMAT, RESAMPLE_REQUEST, EditPolicy, apply_blocks, derived_seed, parse_blocks
+from coevo.operators.diff_edit import (
+    DIFF_FORMAT,
+    RESAMPLE_REQUEST,
+    EditPolicy,
+    apply_blocks,
+    derived_seed,
+    parse_blocks,
+)
 from coevo.operators.metering import metered_generate
 from coevo.operators.parsing import FunctionSpec, ParseFailure, parse_heuristic
 from coevo.operators.records import EditFacts, Parent, Proposal, Rejection, TaskSpec, completion_error, direction
@@ -144,7 +151,7 @@ class EoHOperators:
     def propose_many(
         self, requests: Sequence[ProposalRequest], sampling: SamplingParams | None = None, rows: Rows | None = None
     ) -> list[Proposal | Rejection]:
-        """Proposals for mixed operators, parents and templates, still in one generate call.
+        """Proposals for mixed operators, parents and templates, in one generate call.
 
         This is what lets the coevo method batch members that each use their own prompt variant. Diff
         answers that fail are asked again, then rewritten whole, in further calls for those requests
@@ -153,22 +160,19 @@ class EoHOperators:
         """
         sampling = sampling or self.sampling
         edits: list[Edit] = [
-            "diff" if self.edits.asks_diff(request.operator, f"{sampling.seed}:{sampling.first_request + index}") else "full"
-            for index, request in enumerate(requests)
+            "diff" if self.edits.asks_diff(request.operator, f"{sampling.seed}:{sampling.first_request + i}") else "full"
+            for i, request in enumerate(requests)
         ]
-        prompts = {
-            index: self._prompt(request, edit) for index, (request, edit) in enumerate(zip(requests, edits, strict=True))
-        }
+        prompts = {i: self._prompt(request, edit) for i, (request, edit) in enumerate(zip(requests, edits, strict=True))}
         if not prompts:
             return []
-        label = "+".join(dict.fromkeys(request.operator for request in requests))
-        completions = self._generate(prompts, sampling, label, rows)
+        completions = self._generate(prompts, sampling, _label(requests, prompts), rows)
         items = [
             self._interpret(request, prompts[index], completions[index], edit)
             for index, (request, edit) in enumerate(zip(requests, edits, strict=True))
         ]
         diffs = [index for index, edit in enumerate(edits) if edit == "diff"]
-        return self._settle_diffs(requests, items, diffs, sampling, label, rows) if diffs else items
+        return self._settle_diffs(requests, items, diffs, sampling, rows) if diffs else items
 
     def _prompt(self, request: ProposalRequest, edit: Edit) -> list[Message]:
         operators = self if request.templates is None else replace(self, templates=request.templates)
@@ -194,7 +198,6 @@ class EoHOperators:
         items: list[Proposal | Rejection],
         diffs: list[int],
         sampling: SamplingParams,
-        label: str,
         rows: Rows | None,
     ) -> list[Proposal | Rejection]:
         """Ask each failed diff again (its answer and the reason shown) up to `edits.resamples` times, each
@@ -208,7 +211,7 @@ class EoHOperators:
                 failures[index].append(rejection)
             asks = {index: _resample_prompt(rejection) for index, rejection in failed.items()}
             resampling = replace(sampling, seed=derived_seed(sampling.seed, f"diff resample {attempt}"))
-            answers = self._generate(asks, resampling, f"{label} diff resample", rows)
+            answers = self._generate(asks, resampling, f"{_label(requests, asks)} diff resample", rows)
             for index, completion in answers.items():
                 items[index] = self._interpret(requests[index], asks[index], completion, "diff")
         fallen = [index for index in diffs if isinstance(items[index], Rejection)]
@@ -217,7 +220,7 @@ class EoHOperators:
                 failures[index].append(items[index])
             asks = {index: self._prompt(requests[index], "full") for index in fallen}
             rewriting = replace(sampling, seed=derived_seed(sampling.seed, "full fallback"))
-            answers = self._generate(asks, rewriting, f"{label} full fallback", rows)
+            answers = self._generate(asks, rewriting, f"{_label(requests, asks)} full fallback", rows)
             for index, completion in answers.items():
                 items[index] = self._interpret(requests[index], asks[index], completion, "full")
         for index in diffs:
@@ -267,6 +270,11 @@ def _resample_prompt(rejection: Rejection) -> list[Message]:
         {"role": "assistant", "content": rejection.completion.text},
         {"role": "user", "content": RESAMPLE_REQUEST.format(reason=rejection.reason)},
     ]
+
+
+def _label(requests: Sequence[ProposalRequest], indices: Iterable[int]) -> str:
+    """The ledger's name for a call: the operators of the requests it carries."""
+    return "+".join(dict.fromkeys(requests[i].operator for i in indices))
 
 
 def _contiguous_runs(indices: Iterable[int]) -> list[list[int]]:

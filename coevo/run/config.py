@@ -110,9 +110,11 @@ class OperatorSettings(_Section):
 
     edit: Literal["full", "diff"] | dict[Literal["full", "diff"], float] = Field(
         "full",
-        description='full, diff, or a table of probabilities such as {diff = 0.6, full = 0.4}, drawn per request',
+        description="full, diff, or a table of probabilities such as {diff = 0.6, full = 0.4}, drawn per request",
     )
-    diff_resamples: int = Field(3, ge=0, description="times a diff that does not apply is asked again before a full rewrite")
+    diff_resamples: int = Field(
+        3, ge=0, description="times a diff that does not apply is asked again before a full rewrite"
+    )
 
     @field_validator("edit")
     @classmethod
