@@ -1,6 +1,6 @@
 """The heuristic-design tasks. ``get_task(name)`` is the one entry point.
 
-A task is named by a registered name (the ``coevo.tasks`` entry-point group: coevo's seven register
+A task is named by a registered name (the ``coevo.tasks`` entry-point group: coevo's nine register
 there like any package's), or by ``path/to/problem.py:Class`` / ``package.module:Class``.
 """
 
@@ -12,7 +12,7 @@ from tasks.base import SPLITS, InstanceGroup, InvalidSolution, Task, instance_ha
 TASK_GROUP = "coevo.tasks"
 
 TASK_NAMES: tuple[str, ...] = tuple(registered(TASK_GROUP))
-"""The registered tasks' names (the built-in seven and those of installed packages)."""
+"""The registered tasks' names (the built-in nine and those of installed packages)."""
 
 
 class UnknownTaskError(PluginError, KeyError):

@@ -60,6 +60,11 @@ class ScriptedLLM:
             old = [float(v) for v in tune.group(1).split(",")]  # the tune operator wants numbers only
             shifts = [(-1) ** i * 0.3 * float(output[0]) for i in range(len(old))]  # a uniform scale changes nothing
             text = "[" + ", ".join(f"{v * (1 + shift):.4f}" for v, shift in zip(old, shifts)) + "]"
+        elif "<<<<<<< SEARCH" in prompt:  # a diff request: note the coefficient above the parent's last line
+            last = re.search(r"```python\n(.*?)```", prompt, re.DOTALL).group(1).rstrip().splitlines()[-1]
+            search = last if output[1] < 0.3 else "    return None  # a line the parent does not have"
+            edit = f"{search}\n=======\n    # weight {output[0]:.3f}\n{last}"
+            text = f"Note the weight.\n<<<<<<< SEARCH\n{edit}\n>>>>>>> REPLACE"
         elif "```python" not in prompt and "exact signature" not in prompt:  # a reflection or a rewrite
             text = f"Weigh the distance back to the destination by about {output[0]:.2f}."
         elif output[1] > 0.45:

@@ -39,6 +39,17 @@ class Parent:
 
 
 @dataclass(frozen=True)
+class EditFacts:
+    """How a request that asked for a diff ended (`coevo.operators.diff_edit`): "applied" when a diff
+    answer applied, "fallback" when every one failed and the answer is a whole rewrite; `failures`
+    holds each diff answer that did not apply, in order, with its reason (the run store keeps them as
+    LLM calls of their own)."""
+
+    outcome: Literal["applied", "fallback"]
+    failures: tuple[Rejection, ...] = ()
+
+
+@dataclass(frozen=True)
 class Proposal:
     """A parsed heuristic: one-sentence thought plus code defining the task's function."""
 
@@ -50,6 +61,8 @@ class Proposal:
     completion: Completion
     repairs: tuple[str, ...] = ()
     """What the parser fixed on the way (renamed function, added import, ...), for diagnostics."""
+    edit: EditFacts | None = None
+    """Set when the request asked for a diff (None: a whole function was asked for)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,8 @@ class Rejection:
     prompt: list[Message]
     completion: Completion
     parents: tuple[str, ...] = ()
+    edit: EditFacts | None = None
+    """Set when the request asked for a diff (None: a whole function was asked for)."""
 
 
 def completion_error(completion: Completion) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
+from coevo.operators.diff_edit import EditPolicy
 from coevo.plugins import PluginError, normalised
 from coevo.run.backend_registry import backend_class
 from coevo.run.method_registry import method_class, method_names
@@ -111,6 +112,34 @@ class EvalSettings(_Section):
     workers: int | None = Field(None, ge=1)
 
 
+class OperatorSettings(_Section):
+    """How the one-parent mutations (m1, m2) ask for their change: a whole function, as EoH does, or
+    SEARCH/REPLACE blocks against the parent, as OpenEvolve and ShinkaEvolve mostly do
+    (docs/runs.md#diff-edits)."""
+
+    edit: Literal["full", "diff"] | dict[Literal["full", "diff"], float] = Field(
+        "full",
+        description="full, diff, or a table of probabilities such as {diff = 0.6, full = 0.4}, drawn per request",
+    )
+    diff_resamples: int = Field(
+        3, ge=0, description="times a diff that does not apply is asked again before a full rewrite"
+    )
+
+    @field_validator("edit")
+    @classmethod
+    def _probabilities(cls, value: str | dict[str, float]) -> str | dict[str, float]:
+        if isinstance(value, dict):
+            if any(weight < 0 for weight in value.values()) or sum(value.values()) <= 0:
+                raise ValueError("edit probabilities must be >= 0 with a positive sum")
+        return value
+
+    def policy(self) -> EditPolicy:
+        """The operators' `EditPolicy`: the chance of a diff (a table's weights normalised)."""
+        if isinstance(self.edit, str):
+            return EditPolicy(float(self.edit == "diff"), self.diff_resamples)
+        return EditPolicy(self.edit.get("diff", 0.0) / sum(self.edit.values()), self.diff_resamples)
+
+
 class RunConfig(_Section):
     """Everything a run needs; `budget` counts candidate evaluations (every proposal slot counts)."""
 
@@ -130,6 +159,7 @@ class RunConfig(_Section):
     es: ESSettings = ESSettings()
     llm: LLMSettings = LLMSettings()
     eval: EvalSettings = EvalSettings()
+    operators: OperatorSettings = OperatorSettings()
     workload: SerializeAsAny[WorkloadSettings] = WorkloadSettings()
     settings: dict[str, Any] = Field(
         default_factory=dict, description="the method's own keys, checked by its settings model (below)"

@@ -78,7 +78,7 @@ class MemberReplica:
         """The AHD ES operators (None without ES or on the agent workload); a job's sampling and templates
         override theirs."""
         if not episodes and llm is not None:
-            self.operators = EoHOperators(llm, get_task(config.task), BudgetLedger())
+            self.operators = EoHOperators(llm, get_task(config.task), BudgetLedger(), edits=config.operators.policy())
         self.step = 0
 
     def play(self, lines: Sequence[str], generation: int, index: int, member: Member, traces: bool) -> Evaluation:

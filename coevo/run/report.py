@@ -109,6 +109,9 @@ def _run_table(store: RunStore, config: dict[str, Any], state: dict[str, Any]) -
         ("LLM tokens (prompt / completion)", f"{totals['prompt_tokens']} / {totals['completion_tokens']}"),
         ("final weights sha256", state.get("weights_sha256") or "none (no weights evolved)"),
     ]
+    edits = store.edit_counts()
+    if any(edits.values()):
+        rows.insert(-1, ("diff answers (applied / failed / fallback)", " / ".join(str(n) for n in edits.values())))
     return _table(rows)
 
 

@@ -341,7 +341,9 @@ class Runner:
         return Fraction(self.evaluations, self.config.budget)
 
     def _operators(self) -> EoHOperators | None:
-        return None if self.task is None else EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling)
+        if self.task is None:
+            return None
+        return EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling, edits=self.config.operators.policy())
 
     def _track_best(self, candidate: Candidate) -> None:
         if candidate.valid and (self.best is None or candidate.fitness > self.best.fitness):
@@ -398,10 +400,11 @@ class Runner:
         chunk = self.config.llm.max_batch_size
         for start in range(0, len(requests), chunk):  # low rank: a batch row per member
             members = [job.perturbation for job in jobs[start : start + chunk]]
-            with population(members, list(range(len(members)))):
-                items += self.operators.propose_many(
-                    requests[start : start + chunk], replace(sampling, first_request=start)
-                )
+            items += self.operators.propose_many(
+                requests[start : start + chunk],
+                replace(sampling, first_request=start),
+                rows=lambda indices, members=members: population(members, list(indices)),
+            )
         return items
 
     def _weights_ref(self, perturbation: Perturbation | None) -> WeightsRef:

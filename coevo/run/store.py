@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS steps (
 CREATE TABLE IF NOT EXISTS llm_calls (
     id INTEGER PRIMARY KEY, step INTEGER NOT NULL, operator TEXT NOT NULL, prompt TEXT NOT NULL,
     response TEXT NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER, seconds REAL,
-    finish_reason TEXT, weights TEXT, prompt_id TEXT, outcome TEXT);
+    finish_reason TEXT, weights TEXT, prompt_id TEXT, outcome TEXT, edit TEXT);
 CREATE TABLE IF NOT EXISTS candidates (
     id INTEGER PRIMARY KEY, step INTEGER NOT NULL, key TEXT NOT NULL, llm_call INTEGER,
     data TEXT NOT NULL);
@@ -51,6 +51,13 @@ CREATE TABLE IF NOT EXISTS evaluations (
 CREATE TABLE IF NOT EXISTS es_updates (step INTEGER PRIMARY KEY, run_step INTEGER NOT NULL, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS prompts (id TEXT PRIMARY KEY, step INTEGER NOT NULL, data TEXT NOT NULL);
 """ + TRAJECTORIES
+
+
+LLM_CALL_EDIT = "ALTER TABLE llm_calls ADD COLUMN edit TEXT"
+"""What kind of diff answer a call was ("applied", "failed", "fallback"; NULL for a whole-function
+request, `coevo.operators.diff_edit`); added to older stores on open."""
+
+EDIT_KINDS: tuple[str, ...] = ("applied", "failed", "fallback")
 
 
 class StoreError(Exception):
@@ -89,6 +96,8 @@ class RunStore:
         try:
             store = cls(_connect(path), path)
             store._db.execute(TRAJECTORIES)
+            if "edit" not in _columns(store._db).get("llm_calls", ["edit"]):
+                store._db.execute(LLM_CALL_EDIT)
             damage = _schema_damage(store._db)
             if damage is None:
                 store.meta("config")
@@ -222,11 +231,27 @@ class RunStore:
         weights: WeightsRef | None,
         prompt_id: str | None,
     ) -> int:
+        """Record the call behind `item` and return its id; a diff request's failed answers before it
+        (`Proposal.edit`) are recorded first, as calls of their own."""
+        edit = getattr(item, "edit", None)
+        if edit is not None:
+            for failed in edit.failures:
+                self._add_call(step, failed, weights, prompt_id, "failed")
+        return self._add_call(step, item, weights, prompt_id, None if edit is None else edit.outcome)
+
+    def _add_call(
+        self,
+        step: int,
+        item: Proposal | Rejection | TextProposal,
+        weights: WeightsRef | None,
+        prompt_id: str | None,
+        edit: str | None,
+    ) -> int:
         completion = item.completion
         outcome = f"rejected: {item.reason}" if isinstance(item, Rejection) else "accepted"
         cursor = self._db.execute(
             "INSERT INTO llm_calls (step, operator, prompt, response, prompt_tokens, completion_tokens, seconds,"
-            " finish_reason, weights, prompt_id, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " finish_reason, weights, prompt_id, outcome, edit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 step,
                 item.operator,
@@ -239,6 +264,7 @@ class RunStore:
                 None if weights is None else json.dumps(weights.__dict__),
                 prompt_id,
                 outcome,
+                edit,
             ),
         )
         return int(cursor.lastrowid)
@@ -322,6 +348,12 @@ class RunStore:
             "SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0) FROM llm_calls"
         ).fetchone()
         return {"calls": calls, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+
+    def edit_counts(self) -> dict[str, int]:
+        """Diff answers by kind: "applied" (patched the parent), "failed" (did not apply, or broke the
+        code), "fallback" (whole rewrites after a request's diffs all failed); all 0 without diffs."""
+        rows = self._db.execute("SELECT edit, COUNT(*) FROM llm_calls WHERE edit IS NOT NULL GROUP BY edit")
+        return {kind: 0 for kind in EDIT_KINDS} | dict(rows.fetchall())
 
     def llm_calls(self) -> list[dict[str, Any]]:
         """Every LLM call as a dict; the row factory is set on this query's own cursor, since the
