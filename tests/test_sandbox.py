@@ -23,7 +23,7 @@ import pytest
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.isolation import CANDIDATE_UID_BASE
 from coevo.evaluate.probe import ProbeTask
-from pid_namespace import is_namespace_init, namespace_pids
+from pid_namespace import namespace_pids
 from tasks.references import DATA_DIR
 
 CORPUS_DIR = Path(__file__).with_name("hostile")
@@ -123,7 +123,7 @@ def sandbox_processes(evaluator: Evaluator, grace: float = 1.0) -> list[psutil.P
     while pid:
         spares = evaluator.sandbox.spare_pids()
         processes = psutil.Process(pid).children(recursive=True)
-        children = [child for child in processes if child.pid not in spares and not is_namespace_init(child)]
+        children = [child for child in processes if child.pid not in spares]
         if not children or time.monotonic() > deadline:
             return children
         time.sleep(0.01)
@@ -190,9 +190,10 @@ def test_running_child_is_isolated(evaluators: dict[str, Evaluator]) -> None:
         assert psutil.Process(child.pid).environ() == {}
         for namespace in ("net", "mnt", "ipc", "pid"):  # pid: it can neither see nor name a host process
             assert os.readlink(f"/proc/{child.pid}/ns/{namespace}") != os.readlink(f"/proc/self/ns/{namespace}")
+        assert namespace_pids(child.pid)[1:] == [1]  # alone in a PID namespace of its own, which ends with it
         assert os.listdir(f"/proc/{child.pid}/root") == []  # an empty root: no file of the machine
         if os.geteuid() == 0:
-            assert child.uids().effective == CANDIDATE_UID_BASE + namespace_pids(child.pid)[-1]
+            assert child.uids().effective > CANDIDATE_UID_BASE
     finally:
         worker.join()
     assert sandbox_processes(evaluator) == []

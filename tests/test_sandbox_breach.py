@@ -28,7 +28,6 @@ import pytest
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.isolation import CANDIDATE_UID_BASE
 from coevo.evaluate.probe import ProbeTask
-from pid_namespace import is_namespace_init
 from tasks.references import DATA_DIR
 
 BREACH_DIR = Path(__file__).with_name("breach")
@@ -131,12 +130,12 @@ def candidates_of(evaluator: Evaluator) -> list[psutil.Process]:
     spares = evaluator.sandbox.spare_pids()
     server = psutil.Process(evaluator.sandbox.server_pid)
     processes = server.children(recursive=True)
-    return [child for child in processes if child.pid not in spares and not is_namespace_init(child)]
+    return [child for child in processes if child.pid not in spares]
 
 
 def test_the_guards_are_really_off(evaluator: Evaluator) -> None:
     """The switch works: a candidate has the real os module and runs as a uid of its own."""
-    own_uid = f"os.getuid() == {CANDIDATE_UID_BASE} + os.getpid()" if evaluator.sandbox.layers["own_uids"] else "True"
+    own_uid = f"os.getuid() > {CANDIDATE_UID_BASE}" if evaluator.sandbox.layers["own_uids"] else "True"
     code = f"import os\n\ndef pick(values):\n    assert {own_uid} and open is __builtins__.open\n    return 0\n"
     result = evaluator.evaluate(code)
     assert result.valid, result.reason

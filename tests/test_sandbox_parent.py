@@ -22,7 +22,6 @@ from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.channel import MAX_DEPTH, MAX_FRAME_BYTES, frame
 from coevo.evaluate.probe import ProbeTask
 from coevo.evaluate.sandbox import _DEADLINE_GRACE_SECONDS, InstancePayload, Sandbox
-from pid_namespace import is_namespace_init
 from stand_in_child import supervise
 from tasks import get_task
 
@@ -121,7 +120,7 @@ def test_a_flood_of_frames_is_refused_at_once() -> None:
 def _server_children(evaluator: Evaluator) -> list[psutil.Process]:
     spares = evaluator.sandbox.spare_pids()
     children = psutil.Process(evaluator.sandbox.server_pid).children()
-    return [p for p in children if p.pid not in spares and not is_namespace_init(p)]
+    return [p for p in children if p.pid not in spares]
 
 
 def test_a_killed_fork_server_is_replaced_and_its_candidates_get_a_reason() -> None:

@@ -8,7 +8,6 @@ costs a few system calls, not a namespace each.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import math
@@ -20,11 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 CANDIDATE_UID_BASE = 2_000_000_000
-"""A candidate runs as uid (and gid) ``CANDIDATE_UID_BASE + its pid`` (its pid in the fork server's
-PID namespace, where it has one): no other live process there has that uid, so no other process
-is the candidate's to signal or trace, sibling candidates included. Another fork server's
-candidates may have the same numbers, but in PID, mount, IPC and network namespaces of their own,
-none can name or reach the other. (pid_max is at most 2**22: the range stays clear of uid -1.)"""
+"""A candidate runs as uid (and gid) ``CANDIDATE_UID_BASE +`` its number among the fork server's
+children: no other live process has that uid, so no other process is the candidate's to signal
+or trace, sibling candidates included. Another fork server's candidates may have the same
+numbers, but in mount, IPC and network namespaces of their own and each in a PID namespace of its
+own, none can name or reach the other."""
+_CANDIDATE_UIDS = 1 << 30
+"""Numbers wrap here, which keeps every candidate uid clear of uid -1."""
 MAX_OPEN_FILES = 32
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
@@ -34,6 +35,7 @@ _CLONE_NEWNET = 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 _MNT_DETACH = 2
+_SYS_CLONE = 56
 _SYS_PIVOT_ROOT = 155
 _SYS_CAPSET = 126
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -46,6 +48,7 @@ _ROOT_MOUNT_POINTS = ("/tmp", "/mnt", "/dev")
 _HOST_PATH_ATTRIBUTES = ("executable", "_base_executable", "prefix", "exec_prefix", "base_prefix", "base_exec_prefix",
                          "_stdlib_dir")  # fmt: skip
 _LIBC = ctypes.CDLL(None, use_errno=True)
+_PYTHON = ctypes.pythonapi
 
 
 @dataclass(frozen=True)
@@ -61,70 +64,72 @@ class Confinement:
     own_uids: bool
     """Each child gets a uid of its own (needs root; in a user namespace children share one)."""
     pids: bool
-    """A private PID namespace for every process the fork server forks: a candidate can neither see
-    nor name any process outside it (the fork server and the evaluator included)."""
+    """Each child is alone in a PID namespace of its own (``fork_alone``): a candidate can name
+    no process but itself, and nothing of its namespace outlives it."""
 
     def missing(self) -> list[str]:
         return [name for name, held in vars(self).items() if not held]
 
 
 def confine_server(filesystem: bool = True, own_uids: bool = True) -> Confinement:
-    """Enter private network, mount, IPC and PID namespaces and pivot into an empty root.
+    """Enter private network, mount and IPC namespaces and pivot into an empty root.
 
     As root this needs no user namespace, and children can later take uids of their own. Without
     root, a user namespace maps this user to root inside it (where the kernel allows unprivileged
     user namespaces); children then share that one uid and lose their capabilities instead.
     ``filesystem=False`` and ``own_uids=False`` leave those layers out, only to measure their cost.
-    Where the kernel refuses a PID namespace (some containers), the rest is entered without one.
+    Where the kernel refuses PID namespaces (some containers), children are forked without one.
     """
     flags = _CLONE_NEWIPC | _CLONE_NEWNET | (_CLONE_NEWNS if filesystem else 0)
     root = os.geteuid() == 0 and own_uids
     if not root:
         uid, gid = os.geteuid(), os.getegid()
-        pids = _unshare(flags | _CLONE_NEWUSER)
-        if pids is None:
+        if _LIBC.unshare(flags | _CLONE_NEWUSER) != 0:
             return Confinement(network=False, filesystem=False, ipc=False, own_uids=False, pids=False)
         _map_ids(uid, gid)
-    else:
-        pids = _unshare(flags)
-        if pids is None:
-            network = _LIBC.unshare(_CLONE_NEWNET) == 0
-            return Confinement(network=network, filesystem=False, ipc=False, own_uids=True, pids=False)
+    elif _LIBC.unshare(flags) != 0:
+        network = _LIBC.unshare(_CLONE_NEWNET) == 0
+        return Confinement(network=network, filesystem=False, ipc=False, own_uids=True, pids=_can_fork_alone())
     held = filesystem and _pivot_into_empty_root()
-    if pids:
-        _start_namespace_init()
-    return Confinement(network=True, filesystem=held, ipc=True, own_uids=root, pids=pids)
+    return Confinement(network=True, filesystem=held, ipc=True, own_uids=root, pids=_can_fork_alone())
 
 
-def _unshare(flags: int) -> bool | None:
-    """Enter the namespaces of ``flags`` and, where the kernel allows, a PID namespace for this
-    process's children: whether that one was entered, or None if even ``flags`` were refused."""
-    if _LIBC.unshare(flags | _CLONE_NEWPID) == 0:
-        return True
-    return False if _LIBC.unshare(flags) == 0 else None
+def fork_alone() -> int:
+    """``os.fork``, but the child is the first and only process of a PID namespace of its own.
 
+    The child is that namespace's init (pid 1 there; its parent is pid 0): it can name no other
+    process, so no signal, limit, priority or affinity of another process is within its reach,
+    and when it ends the kernel ends the namespace, so nothing in it survives for the next
+    candidate. The kernel also ignores signals from within the namespace that the child has no
+    handler for: it cannot kill itself by a signal, nor does SIGXCPU stop it (SIGKILL at the
+    hard CPU limit does). A new PID namespace costs about what the fork does.
 
-def _start_namespace_init() -> None:
-    """Fork the new PID namespace's first process, its init (pid 1 there), before any other.
-
-    When it ends, the kernel kills every process in the namespace and refuses new ones, so it
-    runs nothing but a loop that reaps the orphans re-parented to it, ignores every signal sent
-    from inside the namespace (it has no handler), and dies with the fork server.
+    Python has no call for this (``os.fork`` cannot pass ``CLONE_NEWPID``, and a second
+    ``unshare(CLONE_NEWPID)`` is refused), so the clone is made here, between the interpreter's
+    own before- and after-fork steps, as ``os.fork`` makes its ``fork()``.
     """
-    if os.fork() != 0:
-        return
+    _PYTHON.PyOS_BeforeFork()
+    pid = _LIBC.syscall(_SYS_CLONE, _CLONE_NEWPID | signal.SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        _PYTHON.PyOS_AfterFork_Child()
+        return 0
+    code = ctypes.get_errno()
+    _PYTHON.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(code, f"could not fork into a PID namespace of its own: {os.strerror(code)}")
+    return pid
+
+
+def _can_fork_alone() -> bool:
+    """Whether the kernel gives this process's children PID namespaces of their own."""
     try:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        os.closerange(0, 1 << 16)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Python's handler would let a signal in
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-        while True:
-            signal.sigwaitinfo({signal.SIGCHLD})
-            with contextlib.suppress(ChildProcessError):
-                while os.waitpid(-1, os.WNOHANG)[0]:
-                    pass
-    finally:
+        pid = fork_alone()
+    except OSError:
+        return False
+    if pid == 0:
         os._exit(0)
+    os.waitpid(pid, 0)
+    return True
 
 
 def _map_ids(uid: int, gid: int) -> None:
@@ -239,11 +244,12 @@ def forbid_privilege_gain() -> None:
     _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
-def drop_privileges(own_uid: bool) -> None:
-    """Become a user no other process is (or, in a user namespace, drop every capability); then die
-    with the fork server and refuse to be traced or dumped."""
+def drop_privileges(own_uid: bool, number: int) -> None:
+    """Become a user no other process is (``number``: this child's among the fork server's), or,
+    in a user namespace, drop every capability; then die with the fork server and refuse to be
+    traced or dumped."""
     if own_uid:
-        uid = CANDIDATE_UID_BASE + os.getpid()
+        uid = CANDIDATE_UID_BASE + number % _CANDIDATE_UIDS
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
