@@ -4,9 +4,10 @@ Every case in tests/breach/ runs with the guards off (real builtins, no static c
 hook), so it has ``os``, ``ctypes`` and ``socket``. Each must be refused by the OS layer: the
 candidate itself reports any attempt that was not refused, and this test checks from outside
 that no file, socket, process or variable was reached, and that the next candidate finds
-nothing of it. Every case runs in two layerings: a uid of its own per candidate (root's), and
-the one a user without root gets, where candidates share a uid (built here by leaving that
-layer out, so a machine that runs the tests as root checks both).
+nothing of it. Every case runs in three layerings: a uid of its own per candidate (root's), the
+one a user without root gets, where candidates share a uid (built here by leaving that layer
+out, so a machine that runs the tests as root checks both), and that one without PID namespaces
+(where seccomp alone keeps a candidate off every process it can name).
 """
 
 from __future__ import annotations
@@ -94,20 +95,26 @@ class Host:
         return found
 
 
-LAYERINGS = {"own uids": frozenset(), "shared uid": frozenset({"own_uids"})}
+LAYERINGS = {
+    "own uids": frozenset(),
+    "shared uid": frozenset({"own_uids"}),
+    "shared uid, no pid namespaces": frozenset({"own_uids", "pids"}),
+}
+"""Root's layering; a user's without root, where candidates share a uid; and that one where the
+kernel gives no PID namespaces, so seccomp alone keeps a candidate off the processes it can name."""
 
 
 @pytest.fixture(scope="module", params=list(LAYERINGS))
 def evaluator(request: pytest.FixtureRequest) -> Iterator[Evaluator]:
     skipped = LAYERINGS[request.param]
-    if skipped and os.geteuid() != 0:
+    if skipped == {"own_uids"} and os.geteuid() != 0:
         pytest.skip("without root every candidate shares one uid: the other layering is this one")
     os.environ[SECRET_NAME] = SECRET  # the evaluator's environment holds a secret
     try:
         with Evaluator(ProbeTask(), limits=LIMITS, python_guards=False, workers=2, skipped_layers=skipped) as unguarded:
             unguarded.evaluate(ProbeTask().seed_code())  # starts the fork server, which reports its layers
-            # Without root, children share one uid and seccomp refuses them kill and fork instead;
-            # without a PID namespace, the uid or seccomp still keeps every signal in.
+            # Without root, children share one uid and seccomp refuses them fork and any call on
+            # another process; without a PID namespace, the uid or seccomp still keeps them apart.
             optional = {"pids"} | ({"own_uids"} if skipped or os.geteuid() != 0 else set())
             missing = [name for name, held in unguarded.sandbox.layers.items() if held is not True and name not in optional]
             if missing:  # the evaluator has warned; with the guards off such a machine is not safe

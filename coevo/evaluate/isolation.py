@@ -71,14 +71,15 @@ class Confinement:
         return [name for name, held in vars(self).items() if not held]
 
 
-def confine_server(filesystem: bool = True, own_uids: bool = True) -> Confinement:
+def confine_server(filesystem: bool = True, own_uids: bool = True, pids: bool = True) -> Confinement:
     """Enter private network, mount and IPC namespaces and pivot into an empty root.
 
     As root this needs no user namespace, and children can later take uids of their own. Without
     root, a user namespace maps this user to root inside it (where the kernel allows unprivileged
     user namespaces); children then share that one uid and lose their capabilities instead.
-    ``filesystem=False`` and ``own_uids=False`` leave those layers out, only to measure their cost.
-    Where the kernel refuses PID namespaces (some containers), children are forked without one.
+    ``filesystem=False``, ``own_uids=False`` and ``pids=False`` leave those layers out, only to
+    measure their cost or test the others alone. Where the kernel refuses PID namespaces (some
+    containers), children are forked without one.
     """
     flags = _CLONE_NEWIPC | _CLONE_NEWNET | (_CLONE_NEWNS if filesystem else 0)
     root = os.geteuid() == 0 and own_uids
@@ -89,9 +90,9 @@ def confine_server(filesystem: bool = True, own_uids: bool = True) -> Confinemen
         _map_ids(uid, gid)
     elif _LIBC.unshare(flags) != 0:
         network = _LIBC.unshare(_CLONE_NEWNET) == 0
-        return Confinement(network=network, filesystem=False, ipc=False, own_uids=True, pids=_can_fork_alone())
+        return Confinement(network=network, filesystem=False, ipc=False, own_uids=True, pids=pids and _can_fork_alone())
     held = filesystem and _pivot_into_empty_root()
-    return Confinement(network=True, filesystem=held, ipc=True, own_uids=root, pids=_can_fork_alone())
+    return Confinement(network=True, filesystem=held, ipc=True, own_uids=root, pids=pids and _can_fork_alone())
 
 
 def fork_alone() -> int:

@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 _WARNED_LAYERS: set[str] = set()
 
 
-SKIPPABLE_LAYERS = frozenset({"filesystem", "seccomp", "own_uids"})
+SKIPPABLE_LAYERS = frozenset({"filesystem", "seccomp", "own_uids", "pids"})
 _SOLUTION_KEYS = (frozenset({"index", "solution", "at"}), frozenset({"index", "solution", "at", "done"}))
 _FAILURE_KEYS = frozenset({"invalid", "error", "violation", "died"})
 

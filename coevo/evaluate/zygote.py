@@ -24,8 +24,8 @@ reset, and forking children in batches with no bookkeeping between the forks.
 
 Run as ``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS GUARDS SKIPPED``;
 INSTANCES_FD holds the pickled instances; GUARDS is ``on``, or ``off`` to test the kernel layers
-alone; SKIPPED is ``-``, or kernel layers to leave out (``filesystem,seccomp,own_uids``), only
-to measure what each costs.
+alone; SKIPPED is ``-``, or kernel layers to leave out (``filesystem,seccomp,own_uids,pids``), only
+to measure what each costs or to test the others alone.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def main(control_fd: int, instances_fd: int, task_spec: str, guards: str, skippe
     stdio = os.open(os.devnull, os.O_RDWR)  # the children's stdin/out/err: their root has no /dev
     unavailable = _load_libseccomp()  # before the empty root: libseccomp is loaded from disk
     left_out = frozenset(skipped.split(",")) - {"-"}
-    confinement = confine_server(filesystem="filesystem" not in left_out, own_uids="own_uids" not in left_out)
+    confinement = confine_server(*(layer not in left_out for layer in ("filesystem", "own_uids", "pids")))
     filters = unavailable or _compile_filters(confinement.pids)  # before the filter refuses memfd_create
     erase_environment()
     become_subreaper()
