@@ -33,6 +33,9 @@ import abc
 import enum
 import functools
 import operator
+import time
+
+import numpy as np
 
 
 class Base(abc.ABC):
@@ -48,6 +51,12 @@ class Doubled(Base, metaclass=abc.ABCMeta):
 
 class Size(enum.Enum):
     SMALL = 1
+
+
+class Lazy:
+    @functools.cached_property
+    def twice(self):
+        return [2]
 
 
 Color = enum.Enum("Color", "RED GREEN")
@@ -71,6 +80,11 @@ def pick(values):
     assert type(operator.attrgetter("real")) is operator.attrgetter
     assert Color.GREEN.value == 2 and Shade.DARK.value == 2 and Size.SMALL.name == "SMALL"
     assert Doubled().weight(2) == 4 and getattr(Size.SMALL, "name") == "SMALL"
+    lazy = Lazy()
+    assert lazy.twice is lazy.twice and type(time.get_clock_info("time"))(a=1).a == 1
+    assert isinstance(values, np.ndarray) and type(values) is np.ndarray and issubclass(type(values), np.ndarray)
+    assert np.ndarray((1,), dtype=np.int64, buffer=np.ones(1, dtype=np.int64))[0] == 1
+    assert np.ndarray((2,), dtype=object)[0] is None and np.recarray((1,), formats=["f8"]).shape == (1,)
     return int(values.argmin())
 '''
 
