@@ -4,10 +4,7 @@ Every case in tests/breach/ runs with the guards off (real builtins, no static c
 hook), so it has ``os``, ``ctypes`` and ``socket``. Each must be refused by the OS layer: the
 candidate itself reports any attempt that was not refused, and this test checks from outside
 that no file, socket, process or variable was reached, and that the next candidate finds
-nothing of it. Every case runs in three layerings: a uid of its own per candidate (root's), the
-one a user without root gets, where candidates share a uid (built here by leaving that layer
-out, so a machine that runs the tests as root checks both), and that one without PID namespaces
-(where seccomp alone keeps a candidate off every process it can name).
+nothing of it. Every case runs in each of ``layerings.LAYERINGS``.
 """
 
 from __future__ import annotations
@@ -29,6 +26,7 @@ import pytest
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.isolation import CANDIDATE_UID_BASE
 from coevo.evaluate.probe import ProbeTask
+from layerings import LAYERINGS, unguarded_evaluator
 from tasks.references import DATA_DIR
 
 BREACH_DIR = Path(__file__).with_name("breach")
@@ -95,30 +93,11 @@ class Host:
         return found
 
 
-LAYERINGS = {
-    "own uids": frozenset(),
-    "shared uid": frozenset({"own_uids"}),
-    "shared uid, no pid namespaces": frozenset({"own_uids", "pids"}),
-}
-"""Root's layering; a user's without root, where candidates share a uid; and that one where the
-kernel gives no PID namespaces, so seccomp alone keeps a candidate off the processes it can name."""
-
-
 @pytest.fixture(scope="module", params=list(LAYERINGS))
 def evaluator(request: pytest.FixtureRequest) -> Iterator[Evaluator]:
-    skipped = LAYERINGS[request.param]
-    if skipped == {"own_uids"} and os.geteuid() != 0:
-        pytest.skip("without root every candidate shares one uid: the other layering is this one")
     os.environ[SECRET_NAME] = SECRET  # the evaluator's environment holds a secret
     try:
-        with Evaluator(ProbeTask(), limits=LIMITS, python_guards=False, workers=2, skipped_layers=skipped) as unguarded:
-            unguarded.evaluate(ProbeTask().seed_code())  # starts the fork server, which reports its layers
-            # Without root, children share one uid and seccomp refuses them fork and any call on
-            # another process; without a PID namespace, the uid or seccomp still keeps them apart.
-            optional = {"pids"} | ({"own_uids"} if skipped or os.geteuid() != 0 else set())
-            missing = [name for name, held in unguarded.sandbox.layers.items() if held is not True and name not in optional]
-            if missing:  # the evaluator has warned; with the guards off such a machine is not safe
-                pytest.skip(f"this kernel does not provide the sandbox layers {missing}")
+        with unguarded_evaluator(request.param, limits=LIMITS, workers=2) as unguarded:
             yield unguarded
     finally:
         del os.environ[SECRET_NAME]
