@@ -28,9 +28,12 @@ def call(name, result):
 
 
 def others():
-    """Every pid this process might name but its own: the first few thousand hold every process
-    of a fresh PID namespace (its init, the drivers, the spares), then the evaluator's and the sibling's."""
-    return [pid for pid in (*range(1, 1 << 12), {PARENT_PID}, {SIBLING_PID}) if pid not in (0, os.getpid())]
+    """Every pid this process might name but its own: the first few thousand (every process of a
+    fresh PID namespace), those just after the fork server's (the drivers and spares it forked),
+    the evaluator's and the sibling's."""
+    server = os.getppid()  # 0 where the fork server is outside this process's PID namespace
+    near = range(server, server + 512) if server else ()
+    return [pid for pid in {*range(1, 1 << 12), *near, {PARENT_PID}, {SIBLING_PID}} if pid not in (0, os.getpid())]
 
 
 def found_state():
