@@ -12,6 +12,7 @@ import ctypes
 import errno
 import math
 import os
+import posix
 import resource
 import signal
 import sys
@@ -180,14 +181,11 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     return _LIBC.mount(encode(source), encode(target), encode(fstype), flags, encode(data))
 
 
-INHERITED_VARIABLES: frozenset[str] = frozenset(
-    {"LANG", "LANGUAGE", "TZ", "OPENBLAS_CORETYPE", "MKL_CBWR"}
-    | {f"LC_{category}" for category in ("ALL", "CTYPE", "NUMERIC", "TIME", "COLLATE", "MONETARY", "MESSAGES",
-                                         "PAPER", "NAME", "ADDRESS", "TELEPHONE", "MEASUREMENT", "IDENTIFICATION")}
-)  # fmt: skip
-"""The parent's variables the fork server is started with, by exact name: locale, time zone, and
-the numeric libraries' choice of kernels. A name is never matched by its prefix: ``LANG`` must
-not admit ``LANGCHAIN_API_KEY``."""
+INHERITED_VARIABLES: frozenset[str] = frozenset({"OPENBLAS_CORETYPE", "MKL_CBWR"})
+"""The parent's variables the fork server is started with, by exact name (never by prefix): the
+numeric libraries' choice of kernels, so that a child computes as the parent would. No locale and
+no time zone: a heuristic needs neither, and once the C library has read one it keeps a copy of
+the value (the TZ string, a locale's name) that nothing here can erase."""
 
 
 def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -197,16 +195,20 @@ def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def erase_environment() -> None:
-    """Empty the environment, including the copy the kernel placed on the stack at exec.
+    """Empty the environment, including the copy the kernel placed on the stack at exec and the
+    copies Python made of each value at start-up (``posix.environ``).
 
     Unsetting the variables only unlinks them: their original text stays in memory (and in
-    /proc/PID/environ), where code with raw memory access could still read it. Zeroing it
-    leaves nothing for any child to inherit.
+    /proc/PID/environ), and a freed Python object keeps its text too, where code with raw memory
+    access could still read it. Zeroing both leaves nothing for any child to inherit.
     """
     environ = ctypes.POINTER(ctypes.c_void_p).in_dll(_LIBC, "environ")
     addresses = []
     while environ[len(addresses)]:
         addresses.append(environ[len(addresses)])
+    for value in posix.environ.values():
+        if len(value) > 1:  # a shorter bytes object is one of the interpreter's shared constants
+            ctypes.memset(ctypes.cast(ctypes.c_char_p(value), ctypes.c_void_p), 0, len(value))
     os.environ.clear()
     for address in addresses:
         ctypes.memset(address, 0, _LIBC.strlen(ctypes.c_void_p(address)))
