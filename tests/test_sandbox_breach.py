@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -75,6 +76,8 @@ class Host:
             "{SIBLING_PID}": sibling_pid,
             "{CHECKOUT}": CHECKOUT,
             "{CWD}": Path.cwd(),
+            "{PREFIX}": Path(sys.base_prefix).resolve(),
+            "{VENV}": sys.prefix,
         }.items():
             code = code.replace(placeholder, str(value))
         return code
@@ -130,7 +133,7 @@ def test_the_guards_are_really_off(evaluator: Evaluator) -> None:
 
 
 def test_the_fork_server_holds_every_layer_and_an_empty_environment(evaluator: Evaluator) -> None:
-    assert set(evaluator.sandbox.layers) == {"network", "filesystem", "ipc", "own_uids", "pids", "seccomp"}
+    assert set(evaluator.sandbox.layers) == {"network", "filesystem", "ipc", "own_uids", "pids", "seccomp", "paths"}
     assert psutil.Process(evaluator.sandbox.server_pid).environ() == {}
 
 

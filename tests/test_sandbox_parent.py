@@ -147,7 +147,7 @@ def test_the_layers_greeting_is_read_and_missing_layers_are_named(caplog: pytest
     with Evaluator(ProbeTask(), limits=LIMITS) as evaluator:
         assert evaluator.evaluate(ProbeTask().seed_code()).valid
         layers = evaluator.sandbox.layers
-    assert set(layers) == {"network", "filesystem", "ipc", "own_uids", "pids", "seccomp"}
+    assert set(layers) == {"network", "filesystem", "ipc", "own_uids", "pids", "seccomp", "paths"}
     missing = [name for name, held in layers.items() if held is not True]
     assert all(name in caplog.text for name in missing)
     assert json.dumps(layers)  # plain data, as the report and the CLI show it

@@ -46,6 +46,10 @@ _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
 _ROOT_MOUNT_POINTS = ("/tmp", "/mnt", "/dev")
 """Where the empty root is first mounted (inside the private namespace, so the host sees nothing)."""
+NEUTRAL_MOUNT_POINTS = ("/mnt", "/tmp")
+"""Where ``mount_under_neutral_names`` mounts its tmpfs, hiding what is there from the fork server
+until it enters its empty root: the first that exists (a task loaded from a file is more often
+under /tmp; and not /dev, whose /dev/null the fork server still opens)."""
 _HOST_PATH_ATTRIBUTES = ("executable", "_base_executable", "prefix", "exec_prefix", "base_prefix", "base_exec_prefix",
                          "_stdlib_dir")  # fmt: skip
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -83,7 +87,7 @@ def confine_server(filesystem: bool = True, own_uids: bool = True, pids: bool = 
     containers), children are forked without one.
     """
     flags = _CLONE_NEWIPC | _CLONE_NEWNET | (_CLONE_NEWNS if filesystem else 0)
-    root = os.geteuid() == 0 and own_uids
+    root = host_root() and own_uids
     if not root:
         uid, gid = os.geteuid(), os.getegid()
         if _LIBC.unshare(flags | _CLONE_NEWUSER) != 0:
@@ -132,6 +136,44 @@ def _can_fork_alone() -> bool:
         os._exit(0)
     os.waitpid(pid, 0)
     return True
+
+
+def host_root() -> bool:
+    """Whether this process is the machine's root (uid 0 of the initial user namespace), not the
+    root of a user namespace, who could not give children uids of their own."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map") as mapping:
+            return mapping.read().split() == ["0", "0", str(2**32 - 1)]
+    except OSError:
+        return True  # no /proc to ask: uid 0 it is
+
+
+def mount_under_neutral_names(directories: Mapping[str, str]) -> str | None:
+    """Enter a mount namespace of its own (without root, in a user namespace of its own) and show
+    each directory of ``directories`` (name -> path) at ``ROOT/name``, bind-mounted on a fresh
+    tmpfs at ROOT (one of ``NEUTRAL_MOUNT_POINTS``): ROOT, or None where that cannot be done.
+    The host sees none of it."""
+    point = next((path for path in NEUTRAL_MOUNT_POINTS if os.path.isdir(path)), None)
+    if point is None or any(os.path.commonpath([point, path]) == point for path in directories.values()):
+        return None  # the tmpfs would hide a directory it must show
+    if host_root():
+        entered = _LIBC.unshare(_CLONE_NEWNS) == 0
+    else:
+        uid, gid = os.geteuid(), os.getegid()
+        entered = _LIBC.unshare(_CLONE_NEWNS | _CLONE_NEWUSER) == 0
+        if entered:
+            _map_ids(uid, gid)
+    if not entered or _mount(None, "/", None, _MS_REC | _MS_PRIVATE) != 0:
+        return None
+    if _mount("coevo-paths", point, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64k,mode=0755") != 0:
+        return None
+    for name, path in directories.items():
+        os.makedirs(os.path.join(point, name))
+        if _mount(path, os.path.join(point, name), None, _MS_BIND | _MS_REC) != 0:
+            return None
+    return point
 
 
 def _map_ids(uid: int, gid: int) -> None:

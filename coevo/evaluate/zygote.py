@@ -22,7 +22,8 @@ A fork is cheap only while little memory is written afterwards: every page that 
 a child writes after the fork is copied first. Hence ``gc.freeze``, the disabled threading
 reset, and forking children in batches with no bookkeeping between the forks.
 
-Run as ``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS GUARDS SKIPPED``;
+Started through ``relocate`` (which runs the interpreter from neutral paths) as
+``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS GUARDS SKIPPED``;
 INSTANCES_FD holds the pickled instances; GUARDS is ``on``, or ``off`` to test the kernel layers
 alone; SKIPPED is ``-``, or kernel layers to leave out (``filesystem,seccomp,own_uids,pids``), only
 to measure what each costs or to test the others alone.
@@ -54,6 +55,7 @@ from coevo.evaluate.isolation import (
     fork_alone,
 )
 from coevo.evaluate.policy import PRELOADED_MODULES
+from coevo.evaluate.relocate import relocated
 from coevo.evaluate.seccomp import (
     DENIED_SYSCALLS,
     SeccompUnavailable,
@@ -71,6 +73,7 @@ tgkill it refuses on any process but the child itself: ``refused_on_other_proces
 
 
 def main(control_fd: int, instances_fd: int, task_spec: str, guards: str, skipped: str) -> None:
+    paths = relocated() or "the interpreter runs from the machine's paths (no mount namespace)"
     for name in PRELOADED_MODULES:
         importlib.import_module(name)
     task = get_task(task_spec)
@@ -84,7 +87,7 @@ def main(control_fd: int, instances_fd: int, task_spec: str, guards: str, skippe
     erase_environment()
     become_subreaper()
     forbid_privilege_gain()
-    layers = {**vars(confinement), "seccomp": "left out" if "seccomp" in left_out else _confine_system_calls(filters)}
+    layers = {**vars(confinement), "seccomp": "left out" if "seccomp" in left_out else _confine_system_calls(filters), "paths": paths}
     _skip_threading_reset_in_children()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)  # inherited by every child: these signals kill it
