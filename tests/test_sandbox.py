@@ -173,7 +173,9 @@ WHOLE_CORPUS = [case for case in CORPUS if case.layer == "static"]
 
 
 @pytest.mark.parametrize("case", WHOLE_CORPUS, ids=[case.name for case in WHOLE_CORPUS])
-def test_hostile_candidate_is_contained_by_the_kernel_layers_alone(case: Case, unguarded: Evaluator, traps: Traps) -> None:
+def test_hostile_candidate_is_contained_by_the_kernel_layers_alone(
+    case: Case, unguarded: Evaluator, traps: Traps
+) -> None:
     """With the guards off the case does what it was written to do (its reason is then the
     kernel's or the task's, not a guard's): a verdict it earns scores an index of each instance."""
     result = _contained_run(unguarded, case, traps)

@@ -147,7 +147,9 @@ def test_the_audit_hook_holds_once_everything_reachable_is_rewritten() -> None:
 
 
 PLANTED = {
-    "outside the allow-list": ("LANGCHAIN_API_KEY", "LANGSMITH_API_KEY", "LC_COEVO_TOKEN", "OMP_COEVO_TOKEN", "TZ_COEVO_TOKEN"),
+    "outside the allow-list": (
+        "LANGCHAIN_API_KEY", "LANGSMITH_API_KEY", "LC_COEVO_TOKEN", "OMP_COEVO_TOKEN", "TZ_COEVO_TOKEN"
+    ),
     "allowed, or once allowed": (*sorted(INHERITED_VARIABLES), "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ"),
 }
 """Variables that an old prefix allow-list let through (``LANG``, ``LC_``, ``OMP_``...); and those

@@ -103,8 +103,11 @@ def tampering_candidate(task_name: str) -> str:
     )
 
 
-@pytest.fixture(scope="module", params=[(task, layering) for task in sorted(CHEATS) for layering in ("own uids", "shared uid")],
-                ids=lambda param: "-".join(param))  # fmt: skip
+@pytest.fixture(
+    scope="module",
+    params=[(task, layering) for task in sorted(CHEATS) for layering in ("own uids", "shared uid")],
+    ids=lambda param: "-".join(param),
+)
 def unguarded(request: pytest.FixtureRequest) -> Iterator[Evaluator]:
     task, layering = request.param
     limits = Limits(instance_seconds=120, candidate_seconds=240)

@@ -38,7 +38,9 @@ CALLS: dict[str, Callable[[int], object]] = {
     "sched_setparam": lambda pid: os.sched_setparam(pid, os.sched_param(0)),
     "sched_getaffinity": os.sched_getaffinity,
     "sched_setaffinity": lambda pid: os.sched_setaffinity(pid, os.sched_getaffinity(0)),
-    "ioprio_set": lambda pid: _syscall(_SYS_IOPRIO_SET, _IOPRIO_WHO_PROCESS, pid, _syscall(_SYS_IOPRIO_GET, _IOPRIO_WHO_PROCESS, 0)),
+    "ioprio_set": lambda pid: _syscall(
+        _SYS_IOPRIO_SET, _IOPRIO_WHO_PROCESS, pid, _syscall(_SYS_IOPRIO_GET, _IOPRIO_WHO_PROCESS, 0)
+    ),
     "kill": lambda pid: os.kill(pid, 0),
 }
 """Each call's effect on ``pid`` is none: it reads, or sets what the caller itself has (every

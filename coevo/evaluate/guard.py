@@ -461,10 +461,11 @@ class Guard:
         violation = _violation(self._report)
         self.builtins = restricted_builtins(violation)
         recarray_new, checked = numpy.recarray.__new__, _objects_over_buffers_refused(violation)
+        checked_recarray = _sealed(lambda *args, **kwargs: checked(recarray_new(*args, **kwargs)))
         self._patches: tuple[tuple[type, str, Any], ...] = (
             (enum.EnumType, "_create_", _enum_creation_checker(_namespace_checker(violation), violation)),
             (functools.cached_property, "__get__", _cached_property_getter(violation)),
-            (numpy.recarray, "__new__", staticmethod(_sealed(lambda *args, **kwargs: checked(recarray_new(*args, **kwargs))))),
+            (numpy.recarray, "__new__", staticmethod(checked_recarray)),
         )
         """Methods of classes a candidate reaches, replaced in the child once it runs candidate code:
         the real ones stay in place in the fork server, for the trusted code there."""

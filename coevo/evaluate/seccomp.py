@@ -98,7 +98,8 @@ def refused_on_other_processes(alone_in_pid_namespace: bool) -> tuple[Rule, ...]
 
     Within a user's processes the kernel lets any of them set another's limits (prlimit64), its
     priority, scheduling policy, CPU affinity and I/O priority, read them (a channel between
-    candidates), or signal it: where candidates share a uid, only this filter keeps them apart.
+    candidates), or signal it: where candidates share a uid, this filter keeps them apart even
+    where the kernel gives none a PID namespace of its own.
     A pid names the caller when it is 0 or, for a process alone in a PID namespace of its own
     (its init, pid 1 there), 1: every larger value of the whole register, negative ones included
     (a process group, every process), is refused. ``setpriority`` and ``ioprio_*`` may target
@@ -168,7 +169,7 @@ def _compile(denied: tuple[str, ...], denied_arguments: tuple[Rule, ...]) -> byt
             number = lib.seccomp_syscall_resolve_name(syscall.encode())
             if number < 0:
                 continue  # not a system call on this architecture
-            array = (_ArgumentComparison * len(comparisons))(*(_ArgumentComparison(*comparison) for comparison in comparisons))
+            array = (_ArgumentComparison * len(comparisons))(*(_ArgumentComparison(*compared) for compared in comparisons))
             if lib.seccomp_rule_add_array(context, _SCMP_ACT_ERRNO | errno.EPERM, number, len(comparisons), array) != 0:
                 raise SeccompUnavailable(f"libseccomp refused the rule for {syscall}")
         if lib.seccomp_export_bpf(context, program) != 0:

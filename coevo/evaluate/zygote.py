@@ -73,7 +73,7 @@ tgkill it refuses on any process but the child itself: ``refused_on_other_proces
 
 
 def main(control_fd: int, instances_fd: int, task_spec: str, guards: str, skipped: str) -> None:
-    paths = relocated() or "the interpreter runs from the machine's paths (no mount namespace)"
+    paths = relocated() or "the interpreter runs from the machine's paths"
     for name in PRELOADED_MODULES:
         importlib.import_module(name)
     task = get_task(task_spec)
@@ -87,7 +87,8 @@ def main(control_fd: int, instances_fd: int, task_spec: str, guards: str, skippe
     erase_environment()
     become_subreaper()
     forbid_privilege_gain()
-    layers = {**vars(confinement), "seccomp": "left out" if "seccomp" in left_out else _confine_system_calls(filters), "paths": paths}
+    seccomp = "left out" if "seccomp" in left_out else _confine_system_calls(filters)
+    layers = {**vars(confinement), "seccomp": seccomp, "paths": paths}
     _skip_threading_reset_in_children()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)  # inherited by every child: these signals kill it
@@ -149,7 +150,9 @@ def _skip_threading_reset_in_children() -> None:
 class _ForkServer:
     """Forks children on request, reaps them on SIGCHLD, and reports both to the parent."""
 
-    def __init__(self, control: socket.socket, prepared: Prepared, setup: ChildSetup, fork_child: Callable[[], int]) -> None:
+    def __init__(
+        self, control: socket.socket, prepared: Prepared, setup: ChildSetup, fork_child: Callable[[], int]
+    ) -> None:
         self.control, self.prepared, self.setup = control, prepared, setup
         self.fork_child = fork_child
         """How a candidate's child is forked: alone in a PID namespace of its own where the kernel allows."""
