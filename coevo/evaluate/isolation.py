@@ -108,7 +108,7 @@ def fork_alone() -> int:
     and when it ends the kernel ends the namespace, so nothing in it survives for the next
     candidate. The kernel also ignores signals from within the namespace that the child has no
     handler for: it cannot kill itself by a signal, nor does SIGXCPU stop it (SIGKILL at the
-    hard CPU limit does). A new PID namespace costs about what the fork does.
+    hard CPU limit does).
 
     Python has no call for this (``os.fork`` cannot pass ``CLONE_NEWPID``, and a second
     ``unshare(CLONE_NEWPID)`` is refused), so the clone is made here, between the interpreter's
