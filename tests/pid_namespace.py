@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import psutil
-
 
 def namespace_pids(pid: int) -> list[int]:
     """The process's pid in each PID namespace it is in, outermost (this one's) first."""
@@ -14,10 +12,3 @@ def namespace_pids(pid: int) -> list[int]:
             return [int(number) for number in line.split()[1:]]
     raise KeyError("NSpid")
 
-
-def is_namespace_init(process: psutil.Process) -> bool:
-    """True for the init the fork server starts in its PID namespace: it is no candidate's."""
-    try:
-        return namespace_pids(process.pid)[1:] == [1]
-    except (FileNotFoundError, ProcessLookupError):  # it ended before its status was opened, or while it was read
-        return False

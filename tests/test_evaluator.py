@@ -28,7 +28,6 @@ from tasks.base import InstanceGroup, InvalidSolution
 from tasks.checks import returned_index
 from tasks.references import gap_pct
 
-from pid_namespace import is_namespace_init
 from stand_in_child import supervise_late
 
 LIMITS = Limits(instance_seconds=3.0, candidate_seconds=5.0, memory_mb=512)
@@ -173,8 +172,7 @@ def test_candidates_run_in_parallel() -> None:
         server = psutil.Process(evaluator.sandbox.server_pid)
 
         def running() -> set[int]:
-            children = [child for child in server.children() if not is_namespace_init(child)]
-            return {child.pid for child in children} - evaluator.sandbox.spare_pids()
+            return {child.pid for child in server.children()} - evaluator.sandbox.spare_pids()
 
         settled = time.monotonic() + 5
         while running() and time.monotonic() < settled:  # the seed's child, killed, not yet reaped

@@ -2,7 +2,9 @@
 
 Every corpus case must end ``valid=false`` with its expected reason, within its time limit plus
 a small margin, leave no process, file or temporary directory behind, reach no listener, and
-leave the evaluator able to judge the next (normal) candidate.
+leave the evaluator able to judge the next (normal) candidate. Every case also runs with the
+Python guards off, in root's layering and in a user's (``layerings.py``): whatever it then does,
+the kernel layers alone must hold all of that, and a verdict it earns is what its answers earn.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from coevo.evaluate import Evaluator, Limits
+from coevo.evaluate import EvalResult, Evaluator, Limits
 from coevo.evaluate.isolation import CANDIDATE_UID_BASE
 from coevo.evaluate.probe import ProbeTask
-from pid_namespace import is_namespace_init, namespace_pids
+from layerings import unguarded_evaluator
+from pid_namespace import namespace_pids
 from tasks.references import DATA_DIR
 
 CORPUS_DIR = Path(__file__).with_name("hostile")
@@ -123,7 +126,7 @@ def sandbox_processes(evaluator: Evaluator, grace: float = 1.0) -> list[psutil.P
     while pid:
         spares = evaluator.sandbox.spare_pids()
         processes = psutil.Process(pid).children(recursive=True)
-        children = [child for child in processes if child.pid not in spares and not is_namespace_init(child)]
+        children = [child for child in processes if child.pid not in spares]
         if not children or time.monotonic() > deadline:
             return children
         time.sleep(0.01)
@@ -155,21 +158,45 @@ def test_corpus_is_large_and_annotated() -> None:
 
 @pytest.mark.parametrize("case", CORPUS, ids=[f"{case.name}-{case.layer}" for case in CORPUS])
 def test_hostile_candidate_is_contained(case: Case, evaluators: dict[str, Evaluator], traps: Traps) -> None:
-    evaluator = evaluators[case.layer]
-    start = time.monotonic()
-    result = evaluator.evaluate(traps.render(case.code))
-    elapsed = time.monotonic() - start
-
+    result = _contained_run(evaluators[case.layer], case, traps)
     assert not result.valid
     assert result.reason is not None and re.search(case.expect, result.reason), result.reason
-    assert elapsed < LIMITS.candidate_seconds + MARGIN_SECONDS
+
+
+@pytest.fixture(scope="module", params=["own uids", "shared uid"])
+def unguarded(request: pytest.FixtureRequest) -> Iterator[Evaluator]:
+    with unguarded_evaluator(request.param, limits=LIMITS) as evaluator:
+        yield evaluator
+
+
+WHOLE_CORPUS = [case for case in CORPUS if case.layer == "static"]
+
+
+@pytest.mark.parametrize("case", WHOLE_CORPUS, ids=[case.name for case in WHOLE_CORPUS])
+def test_hostile_candidate_is_contained_by_the_kernel_layers_alone(
+    case: Case, unguarded: Evaluator, traps: Traps
+) -> None:
+    """With the guards off the case does what it was written to do (its reason is then the
+    kernel's or the task's, not a guard's): a verdict it earns scores an index of each instance."""
+    result = _contained_run(unguarded, case, traps)
+    if result.valid:
+        instances = ProbeTask().groups("search")[0].instances
+        assert all(objective in instance["values"] for objective, instance in zip(result.per_instance, instances))
+
+
+def _contained_run(evaluator: Evaluator, case: Case, traps: Traps) -> EvalResult:
+    """The case's verdict, after checking that it kept its time limit, touched nothing outside its
+    process, left nothing behind and left the evaluator able to judge the next candidate."""
+    start = time.monotonic()
+    result = evaluator.evaluate(traps.render(case.code))
+    assert time.monotonic() - start < LIMITS.candidate_seconds + MARGIN_SECONDS
     assert sandbox_processes(evaluator) == []
     assert not traps.marker.exists() and not traps.escaped_marker.exists()
     assert traps.victim.read_text() == "must survive"
     assert traps.listener_received_nothing()
-
     follow_up = evaluator.evaluate(f"{TRIVIAL}# after {case.name}\n")
     assert follow_up.valid, follow_up.reason
+    return result
 
 
 def test_running_child_is_isolated(evaluators: dict[str, Evaluator]) -> None:
@@ -190,9 +217,10 @@ def test_running_child_is_isolated(evaluators: dict[str, Evaluator]) -> None:
         assert psutil.Process(child.pid).environ() == {}
         for namespace in ("net", "mnt", "ipc", "pid"):  # pid: it can neither see nor name a host process
             assert os.readlink(f"/proc/{child.pid}/ns/{namespace}") != os.readlink(f"/proc/self/ns/{namespace}")
+        assert namespace_pids(child.pid)[1:] == [1]  # alone in a PID namespace of its own, which ends with it
         assert os.listdir(f"/proc/{child.pid}/root") == []  # an empty root: no file of the machine
         if os.geteuid() == 0:
-            assert child.uids().effective == CANDIDATE_UID_BASE + namespace_pids(child.pid)[-1]
+            assert child.uids().effective > CANDIDATE_UID_BASE
     finally:
         worker.join()
     assert sandbox_processes(evaluator) == []

@@ -4,9 +4,7 @@ Every case in tests/breach/ runs with the guards off (real builtins, no static c
 hook), so it has ``os``, ``ctypes`` and ``socket``. Each must be refused by the OS layer: the
 candidate itself reports any attempt that was not refused, and this test checks from outside
 that no file, socket, process or variable was reached, and that the next candidate finds
-nothing of it. Every case runs in two layerings: a uid of its own per candidate (root's), and
-the one a user without root gets, where candidates share a uid (built here by leaving that
-layer out, so a machine that runs the tests as root checks both).
+nothing of it. Every case runs in each of ``layerings.LAYERINGS``.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ import os
 import platform
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -28,7 +27,7 @@ import pytest
 from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.isolation import CANDIDATE_UID_BASE
 from coevo.evaluate.probe import ProbeTask
-from pid_namespace import is_namespace_init
+from layerings import LAYERINGS, unguarded_evaluator
 from tasks.references import DATA_DIR
 
 BREACH_DIR = Path(__file__).with_name("breach")
@@ -77,6 +76,8 @@ class Host:
             "{SIBLING_PID}": sibling_pid,
             "{CHECKOUT}": CHECKOUT,
             "{CWD}": Path.cwd(),
+            "{PREFIX}": Path(sys.base_prefix).resolve(),
+            "{VENV}": sys.prefix,
         }.items():
             code = code.replace(placeholder, str(value))
         return code
@@ -95,24 +96,11 @@ class Host:
         return found
 
 
-LAYERINGS = {"own uids": frozenset(), "shared uid": frozenset({"own_uids"})}
-
-
 @pytest.fixture(scope="module", params=list(LAYERINGS))
 def evaluator(request: pytest.FixtureRequest) -> Iterator[Evaluator]:
-    skipped = LAYERINGS[request.param]
-    if skipped and os.geteuid() != 0:
-        pytest.skip("without root every candidate shares one uid: the other layering is this one")
     os.environ[SECRET_NAME] = SECRET  # the evaluator's environment holds a secret
     try:
-        with Evaluator(ProbeTask(), limits=LIMITS, python_guards=False, workers=2, skipped_layers=skipped) as unguarded:
-            unguarded.evaluate(ProbeTask().seed_code())  # starts the fork server, which reports its layers
-            # Without root, children share one uid and seccomp refuses them kill and fork instead;
-            # without a PID namespace, the uid or seccomp still keeps every signal in.
-            optional = {"pids"} | ({"own_uids"} if skipped or os.geteuid() != 0 else set())
-            missing = [name for name, held in unguarded.sandbox.layers.items() if held is not True and name not in optional]
-            if missing:  # the evaluator has warned; with the guards off such a machine is not safe
-                pytest.skip(f"this kernel does not provide the sandbox layers {missing}")
+        with unguarded_evaluator(request.param, limits=LIMITS, workers=2) as unguarded:
             yield unguarded
     finally:
         del os.environ[SECRET_NAME]
@@ -131,12 +119,12 @@ def candidates_of(evaluator: Evaluator) -> list[psutil.Process]:
     spares = evaluator.sandbox.spare_pids()
     server = psutil.Process(evaluator.sandbox.server_pid)
     processes = server.children(recursive=True)
-    return [child for child in processes if child.pid not in spares and not is_namespace_init(child)]
+    return [child for child in processes if child.pid not in spares]
 
 
 def test_the_guards_are_really_off(evaluator: Evaluator) -> None:
     """The switch works: a candidate has the real os module and runs as a uid of its own."""
-    own_uid = f"os.getuid() == {CANDIDATE_UID_BASE} + os.getpid()" if evaluator.sandbox.layers["own_uids"] else "True"
+    own_uid = f"os.getuid() > {CANDIDATE_UID_BASE}" if evaluator.sandbox.layers["own_uids"] else "True"
     code = f"import os\n\ndef pick(values):\n    assert {own_uid} and open is __builtins__.open\n    return 0\n"
     result = evaluator.evaluate(code)
     assert result.valid, result.reason
@@ -145,7 +133,7 @@ def test_the_guards_are_really_off(evaluator: Evaluator) -> None:
 
 
 def test_the_fork_server_holds_every_layer_and_an_empty_environment(evaluator: Evaluator) -> None:
-    assert set(evaluator.sandbox.layers) == {"network", "filesystem", "ipc", "own_uids", "pids", "seccomp"}
+    assert set(evaluator.sandbox.layers) == {"network", "filesystem", "ipc", "own_uids", "pids", "seccomp", "paths"}
     assert psutil.Process(evaluator.sandbox.server_pid).environ() == {}
 
 

@@ -22,7 +22,6 @@ from coevo.evaluate import Evaluator, Limits
 from coevo.evaluate.channel import MAX_DEPTH, MAX_FRAME_BYTES, frame
 from coevo.evaluate.probe import ProbeTask
 from coevo.evaluate.sandbox import _DEADLINE_GRACE_SECONDS, InstancePayload, Sandbox
-from pid_namespace import is_namespace_init
 from stand_in_child import supervise
 from tasks import get_task
 
@@ -121,7 +120,7 @@ def test_a_flood_of_frames_is_refused_at_once() -> None:
 def _server_children(evaluator: Evaluator) -> list[psutil.Process]:
     spares = evaluator.sandbox.spare_pids()
     children = psutil.Process(evaluator.sandbox.server_pid).children()
-    return [p for p in children if p.pid not in spares and not is_namespace_init(p)]
+    return [p for p in children if p.pid not in spares]
 
 
 def test_a_killed_fork_server_is_replaced_and_its_candidates_get_a_reason() -> None:
@@ -148,7 +147,7 @@ def test_the_layers_greeting_is_read_and_missing_layers_are_named(caplog: pytest
     with Evaluator(ProbeTask(), limits=LIMITS) as evaluator:
         assert evaluator.evaluate(ProbeTask().seed_code()).valid
         layers = evaluator.sandbox.layers
-    assert set(layers) == {"network", "filesystem", "ipc", "own_uids", "pids", "seccomp"}
+    assert set(layers) == {"network", "filesystem", "ipc", "own_uids", "pids", "seccomp", "paths"}
     missing = [name for name, held in layers.items() if held is not True]
     assert all(name in caplog.text for name in missing)
     assert json.dumps(layers)  # plain data, as the report and the CLI show it

@@ -5,7 +5,7 @@ process: the task's classes (the driver, the scorer, the colony), the task modul
 globals, numpy and the builtins. Each rewrite here would forge a better objective if the code it
 replaces decided the score in that process (the forged driver builds the solution with a cheat
 of the task's own choosing). The candidate's function itself answers exactly as the task's seed
-does, so the verdict must be exactly the seed's.
+does, so the verdict must be exactly the seed's, in root's layering and in a user's.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from coevo.evaluate import Evaluator, Limits
+from layerings import unguarded_evaluator
 from tasks import get_task
 
 CHEATS = {
@@ -102,10 +103,15 @@ def tampering_candidate(task_name: str) -> str:
     )
 
 
-@pytest.fixture(scope="module", params=sorted(CHEATS))
+@pytest.fixture(
+    scope="module",
+    params=[(task, layering) for task in sorted(CHEATS) for layering in ("own uids", "shared uid")],
+    ids=lambda param: "-".join(param),
+)
 def unguarded(request: pytest.FixtureRequest) -> Iterator[Evaluator]:
+    task, layering = request.param
     limits = Limits(instance_seconds=120, candidate_seconds=240)
-    with Evaluator(request.param, limit=2, limits=limits, python_guards=False) as evaluator:
+    with unguarded_evaluator(layering, task, limit=2, limits=limits) as evaluator:
         yield evaluator
 
 

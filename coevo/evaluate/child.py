@@ -104,17 +104,19 @@ class ChildSetup:
     """An open /dev/null (the empty root has no /dev), for stdin, stdout and stderr."""
     own_uid: bool
     syscall_filter: SyscallFilter | None
-    """Installed in each child where children share a uid (see ``zygote``)."""
+    """Installed in each child: no new process, no call on another one (see ``zygote``)."""
 
 
-def run_child(conn_fd: int, progress_fd: int, prepared: Prepared, setup: ChildSetup) -> NoReturn:
-    """Isolate this process, run the job read from ``conn_fd``, answer calls, and exit."""
+def run_child(conn_fd: int, progress_fd: int, prepared: Prepared, setup: ChildSetup, number: int) -> NoReturn:
+    """Isolate this process, run the job read from ``conn_fd``, answer calls, and exit.
+
+    ``number`` is this child's among the fork server's (each gets its own, for its uid)."""
     send: Callable[[dict[str, Any]], None] = lambda message: write_all(conn_fd, frame(message))  # noqa: E731
     exit_code = EXIT_SETUP_FAILED
     try:
         isolate(setup.stdio, conn_fd, progress_fd)
         progress = Progress(progress_fd)
-        drop_privileges(setup.own_uid)
+        drop_privileges(setup.own_uid, number)
         job = Job.read(conn_fd)  # a child may be forked ahead of need: it waits here for its job
         apply_limits(job.memory_mb, job.cpu_seconds, job.file_bytes)
         if setup.syscall_filter is not None:

@@ -26,6 +26,8 @@ import typing
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+import numpy
+
 from coevo.evaluate.policy import (
     FORBIDDEN_NAMES,
     PRELOADED_MODULES,
@@ -302,12 +304,15 @@ def _safe_module_views(
             id(type): _guarded_type(checked_namespace, revealed),
             id(attrgetter): _sealed(guarded_attrgetter),
             id(methodcaller): _sealed(guarded_methodcaller),
+            id(types.SimpleNamespace): _namespace_factory(checked_namespace),
+            id(numpy.ndarray): _guarded_ndarray(_objects_over_buffers_refused(violation)),
         }
     )
     members: dict[types.ModuleType, dict[str, Any]] = {
         operator: {"attrgetter": replacements[id(attrgetter)], "methodcaller": replacements[id(methodcaller)]},
         functools: {"update_wrapper": sealed_update_wrapper, "wraps": _sealed(guarded_wraps)},
         typing: {name: _revealing(getattr(typing, name), revealed) for name in ("get_origin", "get_args")},
+        numpy: {"ndarray": replacements[id(numpy.ndarray)]},
     }
     for module, names in _REFUSED_MEMBERS.items():
         members.setdefault(module, {}).update(
@@ -325,6 +330,82 @@ def _safe_module_views(
         vars(view).update(replaced)
         views[module.__name__] = view
     return views
+
+
+def _namespace_factory(checked_namespace: Callable[[Any], None]) -> Callable[..., Any]:
+    """``types.SimpleNamespace`` (reached as the type of what ``time.get_clock_info`` returns),
+    holding only the attribute names a class may: its keywords become the instance's attributes,
+    where numpy would find ``__array_interface__``."""
+    namespace_type, to_dict = types.SimpleNamespace, dict
+
+    def make_namespace(*args: Any, **kwargs: Any) -> Any:
+        attributes = to_dict(*args, **kwargs)  # read once: what is checked is what is stored
+        checked_namespace(attributes)
+        return namespace_type(**attributes)
+
+    return _sealed(make_namespace)
+
+
+def _objects_over_buffers_refused(violation: Violation) -> Callable[[Any], Any]:
+    """Returns an array unless it holds objects in memory it was given (``buffer=``, ``buf=``):
+    those are object pointers read from bytes the candidate wrote, so any address would become an
+    object. The array is checked once built (its real dtype and base, through ndarray's own
+    descriptors), so no argument can show the check one dtype and numpy another."""
+    ndarray = numpy.ndarray
+    dtype_of, base_of = vars(ndarray)["dtype"].__get__, vars(ndarray)["base"].__get__
+    has_object = vars(numpy.dtype)["hasobject"].__get__
+
+    def checked(array: Any) -> Any:
+        if has_object(dtype_of(array)) and base_of(array) is not None:
+            violation("an array of objects over a raw buffer refused at run time")
+        return array
+
+    return _sealed(checked)
+
+
+def _guarded_ndarray(checked: Callable[[Any], Any]) -> type:
+    """What a candidate gets for ``numpy.ndarray`` (and ``type(array)``): a subclass whose
+    construction goes through ``checked``, and for which every real array is an instance
+    (``isinstance``, ``issubclass`` and ``is`` against ``type(array)`` behave as before)."""
+    real, type_call = numpy.ndarray, type.__call__
+    instance_check, subclass_check = type.__instancecheck__, type.__subclasscheck__
+    guarded: list[type] = []
+
+    def construct(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return checked(type_call(real if cls is guarded[0] else cls, *args, **kwargs))
+
+    def is_instance(cls: type, obj: Any) -> bool:
+        return instance_check(real if cls is guarded[0] else cls, obj)
+
+    def is_subclass(cls: type, other: Any) -> bool:
+        return subclass_check(real if cls is guarded[0] else cls, other)
+
+    methods = {"__call__": construct, "__instancecheck__": is_instance, "__subclasscheck__": is_subclass}
+    metaclass = type("ndarray_type", (type,), {name: _sealed(method) for name, method in methods.items()})
+    guarded.append(metaclass("ndarray", (real,), {"__module__": real.__module__, "__doc__": real.__doc__}))
+    return guarded[0]
+
+
+def _cached_property_getter(violation: Violation) -> Callable[..., Any]:
+    """``functools.cached_property.__get__`` that stores a value only under a name a class may
+    hold. ``attrname`` is public and may be renamed at any time (``__array_interface__`` would
+    give numpy a raw address), so it is read once, checked, and that name alone is used."""
+    allowed, text, real_type, missing, get = class_attribute_allowed, str, type, object(), dict.get
+
+    def cached_get(self: Any, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        name = self.attrname
+        if real_type(name) is not text or not allowed(name):
+            violation(f"a cached_property named {name!r} refused at run time" if real_type(name) is text
+                      else "a cached_property name that is not a str refused at run time")  # fmt: skip
+        cache = instance.__dict__
+        value = get(cache, name, missing)
+        if value is missing:
+            value = cache[name] = self.func(instance)
+        return value
+
+    return _sealed(cached_get)
 
 
 def _revealing(function: Callable[..., Any], revealed: Callable[[Any], Any]) -> Callable[..., Any]:
@@ -379,12 +460,21 @@ class Guard:
         self._report: list[Callable[[str], None]] = []
         violation = _violation(self._report)
         self.builtins = restricted_builtins(violation)
-        self._enum_create = _enum_creation_checker(_namespace_checker(violation), violation)
+        recarray_new, checked = numpy.recarray.__new__, _objects_over_buffers_refused(violation)
+        checked_recarray = _sealed(lambda *args, **kwargs: checked(recarray_new(*args, **kwargs)))
+        self._patches: tuple[tuple[type, str, Any], ...] = (
+            (enum.EnumType, "_create_", _enum_creation_checker(_namespace_checker(violation), violation)),
+            (functools.cached_property, "__get__", _cached_property_getter(violation)),
+            (numpy.recarray, "__new__", staticmethod(checked_recarray)),
+        )
+        """Methods of classes a candidate reaches, replaced in the child once it runs candidate code:
+        the real ones stay in place in the fork server, for the trusted code there."""
 
     def arm(self, module_code: types.CodeType, report: Callable[[str], None]) -> None:
         """Install the audit hook; from now on only ``module_code`` may be executed (once)."""
         self._report.append(report)
-        enum.EnumType._create_ = self._enum_create  # this process runs candidate code from now on
+        for owner, name, replacement in self._patches:  # this process runs candidate code from now on
+            setattr(owner, name, replacement)
         install_audit_hook(module_code, report)
 
 

@@ -8,11 +8,11 @@ costs a few system calls, not a namespace each.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import math
 import os
+import posix
 import resource
 import signal
 import sys
@@ -20,11 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 CANDIDATE_UID_BASE = 2_000_000_000
-"""A candidate runs as uid (and gid) ``CANDIDATE_UID_BASE + its pid`` (its pid in the fork server's
-PID namespace, where it has one): no other live process there has that uid, so no other process
-is the candidate's to signal or trace, sibling candidates included. Another fork server's
-candidates may have the same numbers, but in PID, mount, IPC and network namespaces of their own,
-none can name or reach the other. (pid_max is at most 2**22: the range stays clear of uid -1.)"""
+"""A candidate runs as uid (and gid) ``CANDIDATE_UID_BASE +`` its number among the fork server's
+children: no other live process has that uid, so no other process is the candidate's to signal
+or trace, sibling candidates included. Another fork server's candidates may have the same
+numbers, but in mount, IPC and network namespaces of their own and each in a PID namespace of its
+own, none can name or reach the other."""
+_CANDIDATE_UIDS = 1 << 30
+"""Numbers wrap here, which keeps every candidate uid clear of uid -1."""
 MAX_OPEN_FILES = 32
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
@@ -34,6 +36,7 @@ _CLONE_NEWNET = 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 _MNT_DETACH = 2
+_SYS_CLONE = 56
 _SYS_PIVOT_ROOT = 155
 _SYS_CAPSET = 126
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -43,9 +46,14 @@ _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
 _ROOT_MOUNT_POINTS = ("/tmp", "/mnt", "/dev")
 """Where the empty root is first mounted (inside the private namespace, so the host sees nothing)."""
+NEUTRAL_MOUNT_POINTS = ("/mnt", "/tmp")
+"""Where ``mount_under_neutral_names`` mounts its tmpfs, hiding what is there from the fork server
+until it enters its empty root: the first that exists (a task loaded from a file is more often
+under /tmp; and not /dev, whose /dev/null the fork server still opens)."""
 _HOST_PATH_ATTRIBUTES = ("executable", "_base_executable", "prefix", "exec_prefix", "base_prefix", "base_exec_prefix",
                          "_stdlib_dir")  # fmt: skip
 _LIBC = ctypes.CDLL(None, use_errno=True)
+_PYTHON = ctypes.pythonapi
 
 
 @dataclass(frozen=True)
@@ -61,70 +69,111 @@ class Confinement:
     own_uids: bool
     """Each child gets a uid of its own (needs root; in a user namespace children share one)."""
     pids: bool
-    """A private PID namespace for every process the fork server forks: a candidate can neither see
-    nor name any process outside it (the fork server and the evaluator included)."""
+    """Each child is alone in a PID namespace of its own (``fork_alone``): a candidate can name
+    no process but itself, and nothing of its namespace outlives it."""
 
     def missing(self) -> list[str]:
         return [name for name, held in vars(self).items() if not held]
 
 
-def confine_server(filesystem: bool = True, own_uids: bool = True) -> Confinement:
-    """Enter private network, mount, IPC and PID namespaces and pivot into an empty root.
+def confine_server(filesystem: bool = True, own_uids: bool = True, pids: bool = True) -> Confinement:
+    """Enter private network, mount and IPC namespaces and pivot into an empty root.
 
     As root this needs no user namespace, and children can later take uids of their own. Without
     root, a user namespace maps this user to root inside it (where the kernel allows unprivileged
     user namespaces); children then share that one uid and lose their capabilities instead.
-    ``filesystem=False`` and ``own_uids=False`` leave those layers out, only to measure their cost.
-    Where the kernel refuses a PID namespace (some containers), the rest is entered without one.
+    ``filesystem=False``, ``own_uids=False`` and ``pids=False`` leave those layers out, only to
+    measure their cost or test the others alone. Where the kernel refuses PID namespaces (some
+    containers), children are forked without one.
     """
     flags = _CLONE_NEWIPC | _CLONE_NEWNET | (_CLONE_NEWNS if filesystem else 0)
-    root = os.geteuid() == 0 and own_uids
+    root = host_root() and own_uids
     if not root:
         uid, gid = os.geteuid(), os.getegid()
-        pids = _unshare(flags | _CLONE_NEWUSER)
-        if pids is None:
+        if _LIBC.unshare(flags | _CLONE_NEWUSER) != 0:
             return Confinement(network=False, filesystem=False, ipc=False, own_uids=False, pids=False)
         _map_ids(uid, gid)
-    else:
-        pids = _unshare(flags)
-        if pids is None:
-            network = _LIBC.unshare(_CLONE_NEWNET) == 0
-            return Confinement(network=network, filesystem=False, ipc=False, own_uids=True, pids=False)
+    elif _LIBC.unshare(flags) != 0:
+        network = _LIBC.unshare(_CLONE_NEWNET) == 0
+        return Confinement(network=network, filesystem=False, ipc=False, own_uids=True, pids=pids and _can_fork_alone())
     held = filesystem and _pivot_into_empty_root()
-    if pids:
-        _start_namespace_init()
-    return Confinement(network=True, filesystem=held, ipc=True, own_uids=root, pids=pids)
+    return Confinement(network=True, filesystem=held, ipc=True, own_uids=root, pids=pids and _can_fork_alone())
 
 
-def _unshare(flags: int) -> bool | None:
-    """Enter the namespaces of ``flags`` and, where the kernel allows, a PID namespace for this
-    process's children: whether that one was entered, or None if even ``flags`` were refused."""
-    if _LIBC.unshare(flags | _CLONE_NEWPID) == 0:
-        return True
-    return False if _LIBC.unshare(flags) == 0 else None
+def fork_alone() -> int:
+    """``os.fork``, but the child is the first and only process of a PID namespace of its own.
 
+    The child is that namespace's init (pid 1 there; its parent is pid 0): it can name no other
+    process, so no signal, limit, priority or affinity of another process is within its reach,
+    and when it ends the kernel ends the namespace, so nothing in it survives for the next
+    candidate. The kernel also ignores signals from within the namespace that the child has no
+    handler for: it cannot kill itself by a signal, nor does SIGXCPU stop it (SIGKILL at the
+    hard CPU limit does).
 
-def _start_namespace_init() -> None:
-    """Fork the new PID namespace's first process, its init (pid 1 there), before any other.
-
-    When it ends, the kernel kills every process in the namespace and refuses new ones, so it
-    runs nothing but a loop that reaps the orphans re-parented to it, ignores every signal sent
-    from inside the namespace (it has no handler), and dies with the fork server.
+    Python has no call for this (``os.fork`` cannot pass ``CLONE_NEWPID``, and a second
+    ``unshare(CLONE_NEWPID)`` is refused), so the clone is made here, between the interpreter's
+    own before- and after-fork steps, as ``os.fork`` makes its ``fork()``.
     """
-    if os.fork() != 0:
-        return
+    _PYTHON.PyOS_BeforeFork()
+    pid = _LIBC.syscall(_SYS_CLONE, _CLONE_NEWPID | signal.SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        _PYTHON.PyOS_AfterFork_Child()
+        return 0
+    code = ctypes.get_errno()
+    _PYTHON.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(code, f"could not fork into a PID namespace of its own: {os.strerror(code)}")
+    return pid
+
+
+def _can_fork_alone() -> bool:
+    """Whether the kernel gives this process's children PID namespaces of their own."""
     try:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        os.closerange(0, 1 << 16)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Python's handler would let a signal in
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-        while True:
-            signal.sigwaitinfo({signal.SIGCHLD})
-            with contextlib.suppress(ChildProcessError):
-                while os.waitpid(-1, os.WNOHANG)[0]:
-                    pass
-    finally:
+        pid = fork_alone()
+    except OSError:
+        return False
+    if pid == 0:
         os._exit(0)
+    os.waitpid(pid, 0)
+    return True
+
+
+def host_root() -> bool:
+    """Whether this process is the machine's root (uid 0 of the initial user namespace), not the
+    root of a user namespace, who could not give children uids of their own."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map") as mapping:
+            return mapping.read().split() == ["0", "0", str(2**32 - 1)]
+    except OSError:
+        return True  # no /proc to ask: uid 0 it is
+
+
+def mount_under_neutral_names(directories: Mapping[str, str]) -> str | None:
+    """Enter a mount namespace of its own (without root, in a user namespace of its own) and show
+    each directory of ``directories`` (name -> path) at ``ROOT/name``, bind-mounted on a fresh
+    tmpfs at ROOT (one of ``NEUTRAL_MOUNT_POINTS``): ROOT, or None where that cannot be done.
+    The host sees none of it."""
+    point = next((path for path in NEUTRAL_MOUNT_POINTS if os.path.isdir(path)), None)
+    if point is None or any(os.path.commonpath([point, path]) == point for path in directories.values()):
+        return None  # the tmpfs would hide a directory it must show
+    if host_root():
+        entered = _LIBC.unshare(_CLONE_NEWNS) == 0
+    else:
+        uid, gid = os.geteuid(), os.getegid()
+        entered = _LIBC.unshare(_CLONE_NEWNS | _CLONE_NEWUSER) == 0
+        if entered:
+            _map_ids(uid, gid)
+    if not entered or _mount(None, "/", None, _MS_REC | _MS_PRIVATE) != 0:
+        return None
+    if _mount("coevo-paths", point, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64k,mode=0755") != 0:
+        return None
+    for name, path in directories.items():
+        os.makedirs(os.path.join(point, name))
+        if _mount(path, os.path.join(point, name), None, _MS_BIND | _MS_REC) != 0:
+            return None
+    return point
 
 
 def _map_ids(uid: int, gid: int) -> None:
@@ -174,14 +223,11 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     return _LIBC.mount(encode(source), encode(target), encode(fstype), flags, encode(data))
 
 
-INHERITED_VARIABLES: frozenset[str] = frozenset(
-    {"LANG", "LANGUAGE", "TZ", "OPENBLAS_CORETYPE", "MKL_CBWR"}
-    | {f"LC_{category}" for category in ("ALL", "CTYPE", "NUMERIC", "TIME", "COLLATE", "MONETARY", "MESSAGES",
-                                         "PAPER", "NAME", "ADDRESS", "TELEPHONE", "MEASUREMENT", "IDENTIFICATION")}
-)  # fmt: skip
-"""The parent's variables the fork server is started with, by exact name: locale, time zone, and
-the numeric libraries' choice of kernels. A name is never matched by its prefix: ``LANG`` must
-not admit ``LANGCHAIN_API_KEY``."""
+INHERITED_VARIABLES: frozenset[str] = frozenset({"OPENBLAS_CORETYPE", "MKL_CBWR"})
+"""The parent's variables the fork server is started with, by exact name (never by prefix): the
+numeric libraries' choice of kernels, so that a child computes as the parent would. No locale and
+no time zone: a heuristic needs neither, and once the C library has read one it keeps a copy of
+the value (the TZ string, a locale's name) that nothing here can erase."""
 
 
 def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -191,16 +237,20 @@ def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def erase_environment() -> None:
-    """Empty the environment, including the copy the kernel placed on the stack at exec.
+    """Empty the environment, including the copy the kernel placed on the stack at exec and the
+    copies Python made of each value at start-up (``posix.environ``).
 
     Unsetting the variables only unlinks them: their original text stays in memory (and in
-    /proc/PID/environ), where code with raw memory access could still read it. Zeroing it
-    leaves nothing for any child to inherit.
+    /proc/PID/environ), and a freed Python object keeps its text too, where code with raw memory
+    access could still read it. Zeroing both leaves nothing for any child to inherit.
     """
     environ = ctypes.POINTER(ctypes.c_void_p).in_dll(_LIBC, "environ")
     addresses = []
     while environ[len(addresses)]:
         addresses.append(environ[len(addresses)])
+    for value in posix.environ.values():
+        if len(value) > 1:  # a shorter bytes object is one of the interpreter's shared constants
+            ctypes.memset(ctypes.cast(ctypes.c_char_p(value), ctypes.c_void_p), 0, len(value))
     os.environ.clear()
     for address in addresses:
         ctypes.memset(address, 0, _LIBC.strlen(ctypes.c_void_p(address)))
@@ -239,11 +289,12 @@ def forbid_privilege_gain() -> None:
     _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
-def drop_privileges(own_uid: bool) -> None:
-    """Become a user no other process is (or, in a user namespace, drop every capability); then die
-    with the fork server and refuse to be traced or dumped."""
+def drop_privileges(own_uid: bool, number: int) -> None:
+    """Become a user no other process is (``number``: this child's among the fork server's), or,
+    in a user namespace, drop every capability; then die with the fork server and refuse to be
+    traced or dumped."""
     if own_uid:
-        uid = CANDIDATE_UID_BASE + os.getpid()
+        uid = CANDIDATE_UID_BASE + number % _CANDIDATE_UIDS
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)

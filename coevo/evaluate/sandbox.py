@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 _WARNED_LAYERS: set[str] = set()
 
 
-SKIPPABLE_LAYERS = frozenset({"filesystem", "seccomp", "own_uids"})
+SKIPPABLE_LAYERS = frozenset({"filesystem", "seccomp", "own_uids", "pids"})
 _SOLUTION_KEYS = (frozenset({"index", "solution", "at"}), frozenset({"index", "solution", "at", "done"}))
 _FAILURE_KEYS = frozenset({"invalid", "error", "violation", "died"})
 
@@ -125,6 +125,7 @@ class Sandbox:
         if parallel < 1:
             raise ValueError(f"parallel must be at least 1, got {parallel}")
         self._task_ref = spec_of(type(task))
+        self._task_package = type(task).__module__.partition(".")[0]
         self._payload = payload
         self._batch = min(MAX_FORK_BATCH, max(_MIN_BATCH, parallel))
         self._control: socket.socket | None = None
@@ -262,10 +263,10 @@ class Sandbox:
         guards = "on" if self._python_guards else "off"
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "coevo.evaluate.zygote", str(server_end.fileno()), str(instances_fd)]
+                [sys.executable, "-m", "coevo.evaluate.relocate", str(server_end.fileno()), str(instances_fd)]
                 + [self._task_ref, guards, ",".join(sorted(self._skipped_layers)) or "-"],
                 pass_fds=[server_end.fileno(), instances_fd],
-                env=_fork_server_environment(),
+                env=_fork_server_environment(self._task_package),
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
@@ -287,14 +288,24 @@ class Sandbox:
         return parent_end
 
 
-def _fork_server_environment() -> dict[str, str]:
+def _fork_server_environment(task_package: str) -> dict[str, str]:
     """The fork server's environment: what Python and the numeric libraries need, nothing else.
 
     The parent's own variables (keys, tokens, paths) never reach the fork server, and the fork
-    server clears even these before any child starts.
+    server clears even these before any child starts. Its import path is this process's, and
+    the directories coevo and the task's package were imported from: the fork server runs
+    without ``site`` (``relocate``), so an editable install's import hook does not find them.
     """
-    path = os.pathsep.join(p for p in sys.path if p)
+    roots = [_import_root(name) for name in ("coevo", task_package)]
+    path = os.pathsep.join(dict.fromkeys(p for p in (*sys.path, *roots) if p))
     return {**inherited_environment(os.environ), **_FORK_SERVER_ENV, "PYTHONPATH": path}
+
+
+def _import_root(name: str) -> str:
+    """The directory of the import path that top-level module ``name`` (imported) was found in."""
+    module = sys.modules[name]
+    location = list(module.__path__)[0] if hasattr(module, "__path__") else module.__file__
+    return os.path.dirname(os.path.abspath(location))
 
 
 def _warn_missing_layers(layers: dict[str, bool | str]) -> None:

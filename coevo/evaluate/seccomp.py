@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 
 DENIED_SYSCALLS: tuple[str, ...] = (
@@ -22,9 +23,8 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
     "lookup_dcookie", "io_uring_setup", "io_uring_enter", "io_uring_register",
     # signals and process handles. The fork server needs kill and tgkill, so the filter every
-    # process below it inherits lets those two through (zygote.SERVER_SYSCALLS): as root, a
-    # candidate may call kill, and its uid of its own is what keeps the signal from any other
-    # process; where candidates share a uid, a second filter refuses them kill and tgkill too.
+    # process below it inherits lets those two through (zygote.SERVER_SYSCALLS); each child's own
+    # filter refuses them on any process but itself (refused_on_other_processes).
     "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
     "pidfd_open", "pidfd_send_signal",
     # new processes, threads, programs and namespaces
@@ -46,26 +46,74 @@ DENIED_SYSCALLS: tuple[str, ...] = (
 """System calls no heuristic needs. CPython itself needs none of them to run code that is
 already loaded: the fork server has imported every allowed module before any child starts."""
 
+Comparison = tuple[int, int, int, int]
+"""libseccomp's ``struct scmp_arg_cmp``: (argument, operator, datum_a, datum_b)."""
+Rule = tuple[str, tuple[Comparison, ...]]
+"""A system call refused when every one of its comparisons holds."""
+
+_SCMP_CMP_NE, _SCMP_CMP_GT, _SCMP_CMP_MASKED_EQ = 1, 6, 7
+
+
+def _masked_equal(argument: int, mask: int, value: int) -> Comparison:
+    return (argument, _SCMP_CMP_MASKED_EQ, mask, value)
+
+
+def _above(argument: int, value: int) -> Comparison:
+    """The argument's whole 64-bit register, unsigned, exceeds ``value`` (a negative int does)."""
+    return (argument, _SCMP_CMP_GT, value, 0)
+
+
+def _differs(argument: int, value: int) -> Comparison:
+    return (argument, _SCMP_CMP_NE, value, 0)
+
+
 _F_SETFL, _F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 4, 8, 10, 15
 _FIOASYNC, _FIOSETOWN, _SIOCSPGRP = 0x5452, 0x8901, 0x8902
 _COMMAND = 0xFFFF_FFFF
 """The command argument of fcntl and ioctl is a 32-bit int: compared under this mask, so that
 setting the upper half of the register cannot slip a command past the filter."""
 
-DENIED_ARGUMENTS: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...] = (
-    ("fcntl", ((1, _COMMAND, _F_SETOWN),)),
-    ("fcntl", ((1, _COMMAND, _F_SETOWN_EX),)),
-    ("fcntl", ((1, _COMMAND, _F_SETSIG),)),
-    ("fcntl", ((1, _COMMAND, _F_SETFL), (2, os.O_ASYNC, os.O_ASYNC))),
-    ("ioctl", ((1, _COMMAND, _FIOSETOWN),)),
-    ("ioctl", ((1, _COMMAND, _SIOCSPGRP),)),
-    ("ioctl", ((1, _COMMAND, _FIOASYNC),)),
+DENIED_ARGUMENTS: tuple[Rule, ...] = (
+    ("fcntl", (_masked_equal(1, _COMMAND, _F_SETOWN),)),
+    ("fcntl", (_masked_equal(1, _COMMAND, _F_SETOWN_EX),)),
+    ("fcntl", (_masked_equal(1, _COMMAND, _F_SETSIG),)),
+    ("fcntl", (_masked_equal(1, _COMMAND, _F_SETFL), _masked_equal(2, os.O_ASYNC, os.O_ASYNC))),
+    ("ioctl", (_masked_equal(1, _COMMAND, _FIOSETOWN),)),
+    ("ioctl", (_masked_equal(1, _COMMAND, _SIOCSPGRP),)),
+    ("ioctl", (_masked_equal(1, _COMMAND, _FIOASYNC),)),
 )
-"""Calls refused by their arguments: (system call, ((argument, mask, value), ...)), refused when
-``argument & mask == value`` for every comparison. They make a file's owner, a process named by
-pid, receive a signal (any signal, with F_SETSIG) on every write: a signal that reaches what the
-uid does not protect, where candidates share one. (The ioctl numbers are the generic ones, as on
-x86 and arm.)"""
+"""Calls refused by their arguments. These make a file's owner, a process named by pid, receive
+a signal (any signal, with F_SETSIG) on every write: a signal that reaches what the uid does not
+protect, where candidates share one. (The ioctl numbers are the generic ones, as on x86 and arm.)"""
+
+_PID_FIRST = ("kill", "prlimit64", "sched_setscheduler", "sched_setparam", "sched_setattr", "sched_setaffinity",
+              "sched_getscheduler", "sched_getparam", "sched_getattr", "sched_getaffinity", "sched_rr_get_interval",
+              "migrate_pages", "move_pages")  # fmt: skip
+"""Calls whose first argument is the pid of the process they read or change."""
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
+
+
+def refused_on_other_processes(alone_in_pid_namespace: bool) -> tuple[Rule, ...]:
+    """Calls that read or change another process named by pid, refused unless the pid is the caller.
+
+    Within a user's processes the kernel lets any of them set another's limits (prlimit64), its
+    priority, scheduling policy, CPU affinity and I/O priority, read them (a channel between
+    candidates), or signal it: where candidates share a uid, this filter keeps them apart even
+    where the kernel gives none a PID namespace of its own.
+    A pid names the caller when it is 0 or, for a process alone in a PID namespace of its own
+    (its init, pid 1 there), 1: every larger value of the whole register, negative ones included
+    (a process group, every process), is refused. ``setpriority`` and ``ioprio_*`` may target
+    only a process, not a group or a user. (The other signal calls, ``tkill``, ``rt_sigqueueinfo``,
+    ``rt_tgsigqueueinfo`` and ``pidfd_*``, are in ``DENIED_SYSCALLS`` whatever their target.)
+    """
+    own = 1 if alone_in_pid_namespace else 0
+    rules: list[Rule] = [(name, (_above(0, own),)) for name in _PID_FIRST]
+    rules += [("tgkill", (_above(0, own),)), ("tgkill", (_above(1, own),))]
+    for name, process in (("setpriority", _PRIO_PROCESS), ("getpriority", _PRIO_PROCESS),
+                          ("ioprio_set", _IOPRIO_WHO_PROCESS), ("ioprio_get", _IOPRIO_WHO_PROCESS)):  # fmt: skip
+        rules += [(name, (_differs(0, process),)), (name, (_above(1, own),))]
+    return tuple(rules)
+
 
 _SONAME = "libseccomp.so.2"
 _SCMP_ACT_ALLOW = 0x7FFF0000
@@ -73,7 +121,6 @@ _SCMP_ACT_ERRNO = 0x00050000
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _BPF_INSTRUCTION_BYTES = 8
-_SCMP_CMP_MASKED_EQ = 7
 
 
 class _ArgumentComparison(ctypes.Structure):
@@ -96,7 +143,7 @@ class SyscallFilter:
     def __init__(
         self,
         denied: tuple[str, ...] = DENIED_SYSCALLS,
-        denied_arguments: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...] = DENIED_ARGUMENTS,
+        denied_arguments: tuple[Rule, ...] = DENIED_ARGUMENTS,
     ) -> None:
         self._program = ctypes.create_string_buffer(_compile(denied, denied_arguments))
         self._fprog = _SockFprog(len(self._program.raw) // _BPF_INSTRUCTION_BYTES, ctypes.addressof(self._program))
@@ -109,18 +156,9 @@ class SyscallFilter:
             raise OSError(code, f"seccomp filter refused: {os.strerror(code)}")
 
 
-def _compile(denied: tuple[str, ...], denied_arguments: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...]) -> bytes:
+def _compile(denied: tuple[str, ...], denied_arguments: tuple[Rule, ...]) -> bytes:
     """The BPF program for ``denied`` and ``denied_arguments``, compiled by libseccomp and read back as bytes."""
-    try:
-        lib = ctypes.CDLL(ctypes.util.find_library("seccomp") or _SONAME, use_errno=True)
-    except OSError:
-        raise SeccompUnavailable("libseccomp is not installed (Debian: libseccomp2)") from None
-    lib.seccomp_init.restype = ctypes.c_void_p
-    lib.seccomp_init.argtypes = [ctypes.c_uint32]
-    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
-    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib = _libseccomp()
     context = lib.seccomp_init(_SCMP_ACT_ALLOW)
     if not context:
         raise SeccompUnavailable("libseccomp could not create a filter")
@@ -131,9 +169,7 @@ def _compile(denied: tuple[str, ...], denied_arguments: tuple[tuple[str, tuple[t
             number = lib.seccomp_syscall_resolve_name(syscall.encode())
             if number < 0:
                 continue  # not a system call on this architecture
-            array = (_ArgumentComparison * len(comparisons))(
-                *(_ArgumentComparison(argument, _SCMP_CMP_MASKED_EQ, mask, value) for argument, mask, value in comparisons)
-            )
+            array = (_ArgumentComparison * len(comparisons))(*(_ArgumentComparison(*compared) for compared in comparisons))
             if lib.seccomp_rule_add_array(context, _SCMP_ACT_ERRNO | errno.EPERM, number, len(comparisons), array) != 0:
                 raise SeccompUnavailable(f"libseccomp refused the rule for {syscall}")
         if lib.seccomp_export_bpf(context, program) != 0:
@@ -144,3 +180,25 @@ def _compile(denied: tuple[str, ...], denied_arguments: tuple[tuple[str, tuple[t
     finally:
         os.close(program)
         lib.seccomp_release(context)
+
+
+def load_libseccomp() -> None:
+    """Load libseccomp now, while its file is visible: filters compiled later need no file (the
+    fork server compiles its children's filter inside its empty root). Raises SeccompUnavailable."""
+    _libseccomp()
+
+
+@functools.cache
+def _libseccomp() -> ctypes.CDLL:
+    """The system's libseccomp, loaded once."""
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("seccomp") or _SONAME, use_errno=True)
+    except OSError:
+        raise SeccompUnavailable("libseccomp is not installed (Debian: libseccomp2)") from None
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    return lib

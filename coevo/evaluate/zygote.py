@@ -7,25 +7,26 @@ Importing numpy and the task costs far more than a fork, so this process pays it
 candidate starts from a copy. It also holds the instances being evaluated (read once, at start),
 so a child finds them in memory instead of receiving and unpickling them. It never runs
 candidate code itself, and tells the parent each child's pid (so the parent can kill its group)
-and exit status (so a verdict can name the signal). Anything a candidate leaves behind is
-re-parented and reaped: by the init of the PID namespace its children live in, or, where the
-kernel gives none, here (it is a child subreaper).
+and exit status (so a verdict can name the signal). Each candidate's child is alone in a PID
+namespace of its own (``isolation.fork_alone``), which ends with it; anything else left behind
+is re-parented and reaped here (it is a child subreaper).
 
 Once everything is loaded it confines itself, and so every child (``isolation.confine_server``):
-private network, mount, IPC and PID namespaces with an empty, read-only root (so a candidate sees
-no file at all and can write none: there is nothing to clean up after it; and no process outside
-its namespace), no environment variables,
-and a seccomp filter (``seccomp.py``) refusing the system calls a heuristic never needs. The
-parent hears which layers it got in the greeting.
+private network, mount and IPC namespaces with an empty, read-only root (so a candidate sees no
+file at all and can write none: there is nothing to clean up after it), no environment variables,
+and a seccomp filter (``seccomp.py``) refusing the system calls a heuristic never needs; each
+child adds a filter of its own that refuses it any call on another process. The parent hears
+which layers it got in the greeting.
 
 A fork is cheap only while little memory is written afterwards: every page that this process or
 a child writes after the fork is copied first. Hence ``gc.freeze``, the disabled threading
 reset, and forking children in batches with no bookkeeping between the forks.
 
-Run as ``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS GUARDS SKIPPED``;
+Started through ``relocate`` (which runs the interpreter from neutral paths) as
+``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS GUARDS SKIPPED``;
 INSTANCES_FD holds the pickled instances; GUARDS is ``on``, or ``off`` to test the kernel layers
-alone; SKIPPED is ``-``, or kernel layers to leave out (``filesystem,seccomp,own_uids``), only
-to measure what each costs.
+alone; SKIPPED is ``-``, or kernel layers to leave out (``filesystem,seccomp,own_uids,pids``), only
+to measure what each costs or to test the others alone.
 """
 
 from __future__ import annotations
@@ -41,56 +42,84 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD
 from coevo.evaluate.child import ChildSetup, Prepared, run_child
 from coevo.evaluate.driver import run_driver
-from coevo.evaluate.isolation import become_subreaper, confine_server, erase_environment, forbid_privilege_gain
+from coevo.evaluate.isolation import (
+    become_subreaper,
+    confine_server,
+    erase_environment,
+    forbid_privilege_gain,
+    fork_alone,
+)
 from coevo.evaluate.policy import PRELOADED_MODULES
-from coevo.evaluate.seccomp import DENIED_SYSCALLS, SeccompUnavailable, SyscallFilter
+from coevo.evaluate.relocate import relocated
+from coevo.evaluate.seccomp import (
+    DENIED_SYSCALLS,
+    SeccompUnavailable,
+    SyscallFilter,
+    load_libseccomp,
+    refused_on_other_processes,
+)
 from tasks import get_task
 
 SERVER_SYSCALLS = frozenset({"fork", "clone", "clone3", "kill", "tgkill"})
 """What the fork server itself still needs of the denied calls: forking children, killing them."""
+CHILD_SYSCALLS = ("fork", "clone", "clone3")
+"""Of ``SERVER_SYSCALLS``, what each child's own filter refuses whatever the arguments (kill and
+tgkill it refuses on any process but the child itself: ``refused_on_other_processes``)."""
 
 
 def main(control_fd: int, instances_fd: int, task_spec: str, guards: str, skipped: str) -> None:
+    paths = relocated() or "the interpreter runs from the machine's paths"
     for name in PRELOADED_MODULES:
         importlib.import_module(name)
     task = get_task(task_spec)
     with os.fdopen(instances_fd, "rb") as instances:
         prepared = Prepared.build(task, pickle.load(instances), python_guards=guards == "on")
     stdio = os.open(os.devnull, os.O_RDWR)  # the children's stdin/out/err: their root has no /dev
-    filters = _compile_filters()  # before the empty root: libseccomp is loaded from disk
+    unavailable = _load_libseccomp()  # before the empty root: libseccomp is loaded from disk
     left_out = frozenset(skipped.split(",")) - {"-"}
-    confinement = confine_server(filesystem="filesystem" not in left_out, own_uids="own_uids" not in left_out)
+    confinement = confine_server(*(layer not in left_out for layer in ("filesystem", "own_uids", "pids")))
+    filters = unavailable or _compile_filters(confinement.pids)  # before the filter refuses memfd_create
     erase_environment()
     become_subreaper()
     forbid_privilege_gain()
-    layers = {**vars(confinement), "seccomp": "left out" if "seccomp" in left_out else _confine_system_calls(filters)}
+    seccomp = "left out" if "seccomp" in left_out else _confine_system_calls(filters)
+    layers = {**vars(confinement), "seccomp": seccomp, "paths": paths}
     _skip_threading_reset_in_children()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)  # inherited by every child: these signals kill it
-    shared_uid = not confinement.own_uids and layers["seccomp"] is True
-    child_filter = filters[1] if shared_uid and not isinstance(filters, str) else None
+    child_filter = filters[1] if layers["seccomp"] is True and not isinstance(filters, str) else None
     setup = ChildSetup(stdio, confinement.own_uids, child_filter)
-    server = _ForkServer(socket.socket(fileno=control_fd), prepared, setup)
+    server = _ForkServer(socket.socket(fileno=control_fd), prepared, setup, fork_alone if confinement.pids else os.fork)
     gc.collect()
     gc.freeze()  # keep the preloaded heap shared copy-on-write with every child
     server.serve(json.dumps(layers).encode())
 
 
-def _compile_filters() -> tuple[SyscallFilter, SyscallFilter] | str:
+def _load_libseccomp() -> str | None:
+    """Why libseccomp cannot be loaded, or None once it is."""
+    try:
+        load_libseccomp()
+    except SeccompUnavailable as error:
+        return str(error)
+    return None
+
+
+def _compile_filters(alone_in_pid_namespace: bool) -> tuple[SyscallFilter, SyscallFilter] | str:
     """The fork server's filter and the per-child one, or why libseccomp cannot build them.
 
-    The fork server keeps only what it needs to fork and kill children. Where children cannot
-    have uids of their own, each child also refuses those calls (``ChildSetup.syscall_filter``).
-    The calls refused by their arguments are in the fork server's filter, which every child inherits.
+    The fork server keeps only what it needs to fork and kill children; each child adds a filter
+    that refuses it those calls, and any call that names another process
+    (``ChildSetup.syscall_filter``), whatever its uid. The calls refused by their other arguments
+    are in the fork server's filter, which every child inherits.
     """
     try:
         server = SyscallFilter(tuple(name for name in DENIED_SYSCALLS if name not in SERVER_SYSCALLS))
-        return server, SyscallFilter(tuple(sorted(SERVER_SYSCALLS)), denied_arguments=())
+        return server, SyscallFilter(CHILD_SYSCALLS, refused_on_other_processes(alone_in_pid_namespace))
     except SeccompUnavailable as error:
         return str(error)
 
@@ -121,10 +150,16 @@ def _skip_threading_reset_in_children() -> None:
 class _ForkServer:
     """Forks children on request, reaps them on SIGCHLD, and reports both to the parent."""
 
-    def __init__(self, control: socket.socket, prepared: Prepared, setup: ChildSetup) -> None:
+    def __init__(
+        self, control: socket.socket, prepared: Prepared, setup: ChildSetup, fork_child: Callable[[], int]
+    ) -> None:
         self.control, self.prepared, self.setup = control, prepared, setup
+        self.fork_child = fork_child
+        """How a candidate's child is forked: alone in a PID namespace of its own where the kernel allows."""
         self.children: dict[int, int] = {}
         """pid -> status pipe to the parent."""
+        self.forked = 0
+        """Children forked so far: each child's number, for its uid."""
         self.wake_read, self.wake_write = os.pipe()
         os.set_blocking(self.wake_write, False)
 
@@ -159,7 +194,8 @@ class _ForkServer:
         width = 3 if kind == b"fork" else 2
         groups = [fds[start : start + width] for start in range(0, len(fds), width)]
         with _signals_as_children_need_them():
-            pids = [self._fork(kind, group) for group in groups]
+            pids = [self._fork(kind, group, self.forked + number) for number, group in enumerate(groups, 1)]
+        self.forked += len(groups)
         for pid, (conn_fd, status_fd, *progress) in zip(pids, groups):
             try:
                 os.setpgid(pid, pid)  # also done by the child; whichever runs first closes the kill race
@@ -171,11 +207,12 @@ class _ForkServer:
             _report(status_fd, b"P", pid)
         self._reap()  # children that ended while SIGCHLD was not handled
 
-    def _fork(self, kind: bytes, fds: list[int]) -> int:
-        pid = os.fork()
+    def _fork(self, kind: bytes, fds: list[int], number: int) -> int:
+        candidate = kind == b"fork"
+        pid = self.fork_child() if candidate else os.fork()
         if pid == 0:  # each closes every descriptor but its own
-            if kind == b"fork":
-                run_child(fds[0], fds[2], self.prepared, self.setup)
+            if candidate:
+                run_child(fds[0], fds[2], self.prepared, self.setup, number)
             run_driver(fds[0], self.prepared, self.setup)
         return pid
 

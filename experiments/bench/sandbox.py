@@ -19,7 +19,8 @@ Columns: candidates/second of both (medians over alternating rounds, so both see
 on a shared machine), the median of the per-round ratios and their range, coevo's per-candidate overhead (median sequential wall time
 minus the heuristic's in-process time), and CPU milliseconds per candidate summed over every
 process involved (the figure that a busy machine distorts least). Then what each kernel layer
-(the empty root's mount namespace, seccomp, a uid per child) adds per trivial candidate.
+(the empty root's mount namespace, seccomp, a uid per child, a PID namespace per child) adds per
+trivial candidate.
 
 Usage: ``python experiments/bench/sandbox.py [--candidates N] [--rounds R] [--seed-candidates M]
 [--limit L] [--workers W] [--parent-mb MB] [--previous PATH] [--json]``
