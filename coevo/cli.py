@@ -127,9 +127,17 @@ def tasks_eval(
     except (OSError, UnicodeDecodeError) as exc:
         _fail(f"cannot read {file}: {exc}")
 
+    from tasks import UnknownTaskError
+    from tasks.checked import checked_task
+
+    try:
+        task = checked_task(task_name, [split])
+    except UnknownTaskError as exc:
+        _fail(str(exc))
+
     from coevo.evaluate import Evaluator  # heavy: only after the arguments are known to be good
 
-    with Evaluator(task_name, split, limit=limit) as evaluator:
+    with Evaluator(task, split, limit=limit) as evaluator:
         result = evaluator.evaluate(code)
     if as_json:
         print(json.dumps(result.to_json()))
@@ -236,13 +244,14 @@ def tasks_baselines(
     """Score the shipped seed and classical heuristics (trusted, in-process) with their gaps."""
     import time
 
-    from tasks import SPLITS, TASK_NAMES, UnknownTaskError, get_task
+    from tasks import SPLITS, TASK_NAMES, UnknownTaskError
     from tasks.baselines import classical_files, evaluate_split, file_solver, seed_solver
+    from tasks.checked import checked_task
 
     if split not in SPLITS:
         _fail(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
     try:
-        tasks = {name: get_task(name) for name in names or TASK_NAMES}
+        tasks = {name: checked_task(name, [split]) for name in names or TASK_NAMES}
     except UnknownTaskError as exc:
         _fail(str(exc))
 
