@@ -105,3 +105,24 @@ def test_the_python_api_example_runs_on_the_embedded_model():
     first, second = completed.stdout.splitlines()[:2]
     assert first.startswith("True ")  # the seed KP heuristic is valid in the sandbox
     assert "n_valid=4" in second and "update=Update(" in second
+
+
+@pytest.mark.parametrize(
+    ("page", "extra"),
+    [("docs/runs.md", "ray"), ("docs/agents.md", "rl"), ("docs/runs.md", "tune"), ("docs/cli.md", "tune"),
+     ("docs/tasks.md", "references")],
+)
+def test_the_docs_install_an_extra_as_the_error_without_it_says(page: str, extra: str):
+    from coevo.extras import install_hint
+
+    text = " ".join((ROOT / page).read_text(encoding="utf-8").replace("`", "").split())
+    assert install_hint(extra) in text, f"{page} should say how to install {extra!r} as the errors do"
+
+
+@pytest.mark.parametrize("extra", ["ray", "rl"])
+def test_constraints_pin_each_extra_at_the_version_pyproject_names(extra: str):
+    import tomllib
+
+    (requirement,) = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][extra]
+    pins = [line.strip() for line in (ROOT / "constraints.txt").read_text().splitlines()]
+    assert "==" in requirement and requirement in pins, f"constraints.txt does not pin {requirement}"

@@ -23,6 +23,7 @@ from optuna.trial import TrialState
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from coevo.candidate import fitness_of
+from coevo.extras import install_hint
 from coevo.run.config import ConfigError, validate
 from coevo.run.runner import Runner
 from coevo.run.session import load_llm, start_run
@@ -232,7 +233,7 @@ def _pruner(name: str, startup_trials: int) -> optuna.pruners.BasePruner:
         try:
             import scipy  # noqa: F401  (the pruner's test)
         except ImportError:
-            raise ConfigError("--pruner wilcoxon needs scipy: pip install scipy") from None
+            raise ConfigError(f"--pruner wilcoxon needs scipy: {install_hint('tune')}") from None
         with warnings.catch_warnings():  # experimental in Optuna, and chosen on purpose here
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.pruners.WilcoxonPruner(p_threshold=0.1)
