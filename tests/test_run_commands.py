@@ -325,3 +325,28 @@ def test_a_run_logged_to_a_file_prints_its_progress_as_whole_lines(tmp_path: Pat
     whole = re.compile(rf"eoh {re.escape(str(problem))}:LongNamedTSP gen \d+ (\d+)/8 evals  best on search \S+ \d+:\d\d:\d\d")
     assert progress and all(whole.match(line) for line in progress), progress
     assert [int(whole.match(line).group(1)) for line in progress][-1] == 8
+
+
+def test_a_run_stopped_while_it_validates_is_interrupted_and_resume_finishes_it(
+    config: Path, tmp_path: Path, capsys, monkeypatch
+):
+    from coevo.run import commands, validation
+
+    real_validate = validation.validate_best
+
+    def terminated(runner):  # SIGTERM after the last step, while the answer is chosen on val
+        raise commands._Terminated
+
+    monkeypatch.setattr(validation, "validate_best", terminated)
+    run_dir = tmp_path / "r"
+    assert main(["run", str(config), "--run-dir", str(run_dir), "--set", "budget=8"]) == 143
+    capsys.readouterr()
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "interrupted"
+
+    monkeypatch.setattr(validation, "validate_best", real_validate)
+    assert main(["resume", str(run_dir)]) == 0
+    assert "(chosen on the val split)" in capsys.readouterr().out
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["status"] == "finished" and facts["best"]["chosen_on"] == "val"

@@ -234,7 +234,8 @@ def _drive_until_done(runner) -> None:
             runner.on_progress = update
             update(runner)
             runner.run()
-        lines = _held_out(runner, console)
+        with runner.store.running():  # finished once the answer is measured: a stop before that is not
+            lines = _held_out(runner, console)
         answer = runner.store.answer_summary()
     if answer is not None:
         lines.insert(0, answer_line(answer))

@@ -140,18 +140,13 @@ class Runner:
     def run(self) -> Candidate | None:
         """Run steps until the budget is spent; returns the best candidate."""
         stalled = 0
-        self.store.mark_running()
-        try:
+        with self.store.running():
             while not self.finished:
                 used = self.evaluations
                 self.run_step()
                 stalled = stalled + 1 if self.evaluations == used else 0
                 if stalled > 2 * len(self.method.phases) + 1:
                     raise RuntimeError(f"{self.config.method} made no evaluation in {stalled} steps; stopping")
-        except BaseException:
-            self.store.mark_interrupted()
-            raise
-        self.store.set_meta("status", "finished")
         return self.best
 
     def run_step(self) -> None:

@@ -15,6 +15,7 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,18 @@ class RunStore:
         `interrupted`; a status set on purpose (finished, pruned) stays."""
         with self._db:
             self._db.execute("UPDATE meta SET value = 'interrupted' WHERE key = 'status' AND value = 'running'")
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Status `running` while the block runs, `interrupted` if it raises (Ctrl-C, SIGTERM, an error),
+        `finished` once it returns: a run is finished only when all its work, held-out figures included, is."""
+        self.mark_running()
+        try:
+            yield
+        except BaseException:
+            self.mark_interrupted()
+            raise
+        self.set_meta("status", "finished")
 
     def status(self) -> str:
         """The stored status, except that a `running` run whose process is gone (killed, machine
