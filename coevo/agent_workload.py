@@ -254,6 +254,7 @@ class AgentWorkload:
             feedback=failure_summary(played),
             trajectories=tuple(trajectory(e) for e in played) if traces else None,
             seconds=seconds,
+            llm_calls=sum(len(e.turns) for e in played),
         )
 
 

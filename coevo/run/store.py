@@ -336,6 +336,13 @@ class RunStore:
         ).fetchone()
         return {"calls": calls, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
 
+    def llm_call_count(self) -> int:
+        """Every LLM call of the run: those recorded one by one (proposals, reflections), and an agent's
+        turns, counted in the step state (`policy_calls`) and in each held-out figure (`llm_calls`)."""
+        played = (self.last_state() or {}).get("policy_calls", 0)
+        measured = sum(figure.get("llm_calls", 0) for figure in self.heldout_figures().values())
+        return self.llm_totals()["calls"] + played + measured
+
     def llm_calls(self) -> list[dict[str, Any]]:
         """Every LLM call as a dict; the row factory is set on this query's own cursor, since the
         connection is shared across threads."""
