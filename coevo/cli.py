@@ -66,14 +66,15 @@ def tasks_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON 
         )
     for name in ENV_NAMES:
         env = env_class(name)
-        horizon = f"H in {{{', '.join(map(str, env.horizons))}}}: {env.horizon_meaning}"
+        horizons = list(env.horizons) if env.horizon_knob else []
+        horizon = f"H in {{{', '.join(map(str, horizons))}}}: {env.horizon_meaning}" if horizons else env.horizon_meaning
         rows.append(
             {
                 "name": name,
                 "kind": "agent",
                 "signature": env.action_format,
                 "splits": list(SPLITS),
-                "horizon": list(env.horizons),
+                "horizon": horizons,
                 "reference": horizon,
                 "description": env.description,
             }
@@ -211,7 +212,7 @@ def _eval_agent(
     if as_json:
         summary = {
             "env": name,
-            "horizon": env.horizon,
+            "horizon": env.horizon if env.horizon_knob else None,
             "split": split,
             "model": model,
             "seed": seed,
@@ -229,7 +230,8 @@ def _eval_agent(
         print(json.dumps(summary))
         return
     print(
-        f"{name} H={env.horizon} [{split}, {len(results)} episodes, {model}] success {solved}/{len(results)} = "
+        f"{name}{f' H={env.horizon}' if env.horizon_knob else ''} [{split}, {len(results)} episodes, {model}] "
+        f"success {solved}/{len(results)} = "
         f"{solved / len(results):.1%} (95% CI {low:.1%}-{high:.1%}); mean reward {mean_reward:.3f}; "
         f"mean turns {mean_turns:.1f}; {seconds:.1f} s"
     )
