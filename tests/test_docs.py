@@ -126,3 +126,27 @@ def test_constraints_pin_each_extra_at_the_version_pyproject_names(extra: str):
     (requirement,) = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][extra]
     pins = [line.strip() for line in (ROOT / "constraints.txt").read_text().splitlines()]
     assert "==" in requirement and requirement in pins, f"constraints.txt does not pin {requirement}"
+
+
+def test_the_gap_examples_of_tasks_md_are_what_coevo_prints():
+    from tasks.references import gap_pct
+
+    text = " ".join((ROOT / "docs" / "tasks.md").read_text(encoding="utf-8").split())
+    examples = re.findall(r"of ([\d.]+) against (?:a mean reference|an optimum) of ([\d.]+) prints `gap ([\d.]+)%`", text)
+    assert len(examples) == 2, "one example per sense"
+    for (objective, reference, printed), sense in zip(examples, ("min", "max"), strict=True):
+        assert f"{gap_pct([float(objective)], [float(reference)], sense):.3f}" == printed
+
+
+def test_the_task_guide_names_every_member_a_task_has():
+    from tasks.base import Task
+    from tasks.checked import REQUIRED_ATTRIBUTES, REQUIRED_METHODS
+
+    guide = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8").split("## Write your own task", 1)[-1]
+    trusted_only = {"construct", "reference_objective"}  # in-process helpers of coevo's own scripts
+    members = {name for name in vars(Task) if not name.startswith("_")} - trusted_only
+    assert set(REQUIRED_ATTRIBUTES) | set(REQUIRED_METHODS) <= members | set(Task.__annotations__)
+    for member in members | set(Task.__annotations__):
+        assert f"`{member}" in guide, f"docs/tasks.md's guide does not say what {member} is"
+    for name in ("InstanceGroup(label, instances)", "Heuristic", "Instance", "InvalidSolution", "SplitName"):
+        assert name in guide
