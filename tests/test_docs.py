@@ -150,3 +150,19 @@ def test_the_task_guide_names_every_member_a_task_has():
         assert f"`{member}" in guide, f"docs/tasks.md's guide does not say what {member} is"
     for name in ("InstanceGroup(label, instances)", "Heuristic", "Instance", "InvalidSolution", "SplitName"):
         assert name in guide
+
+
+def test_the_task_of_the_guide_runs_as_written(tmp_path: Path):
+    from coevo.evaluate import Evaluator
+    from tasks import SPLITS
+    from tasks.checked import checked_task
+
+    guide = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8").split("## Write your own task", 1)[-1]
+    problem = tmp_path / "problem.py"
+    problem.write_text(re.search(r"```python\n# problem.py\n(.*?)```", guide, flags=re.S).group(1))
+    task = checked_task(f"{problem}:LoadBalance", SPLITS)
+    with Evaluator(task, "val", limit=2, workers=1) as evaluator:
+        seed = evaluator.evaluate(task.seed_code())
+        bad = evaluator.evaluate("def choose_machine(job, loads):\n    return 99\n")
+    assert seed.valid and seed.n_instances == 2 and seed.gap_pct is None, seed.reason
+    assert not bad.valid and "not a machine" in bad.reason
