@@ -67,7 +67,7 @@ def tasks_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON 
     for name in ENV_NAMES:
         env = env_class(name)
         horizons = list(env.horizons) if env.horizon_knob else []
-        horizon = f"H in {{{', '.join(map(str, horizons))}}}: {env.horizon_meaning}" if horizons else env.horizon_meaning
+        knob = f"H in {{{', '.join(map(str, horizons))}}}: " if horizons else ""
         rows.append(
             {
                 "name": name,
@@ -75,7 +75,7 @@ def tasks_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON 
                 "signature": env.action_format,
                 "splits": list(SPLITS),
                 "horizon": horizons,
-                "reference": horizon,
+                "reference": knob + env.horizon_meaning,
                 "description": env.description,
             }
         )

@@ -23,7 +23,7 @@ class LineProgress(Progress):
 
     def update(self, task_id: TaskID, **changes: Any) -> None:
         super().update(task_id, **changes)
-        task = self._tasks[task_id]
+        task = next(t for t in self.tasks if t.id == task_id)
         now = (task.completed, task.description)
         if self._shown.get(task_id) != now:
             self._shown[task_id] = now
