@@ -61,6 +61,11 @@ def _groups(name: str, task: Task, split: SplitName) -> list[InstanceGroup]:
             )
         if not isinstance(group.instances, list) or not group.instances:
             raise UnknownTaskError(f"task {name!r}: {call}: group {group.label!r} holds no list of instances")
+        odd = next((i for i in group.instances if not isinstance(i, dict)), None)
+        if odd is not None:
+            raise UnknownTaskError(
+                f"task {name!r}: {call}: group {group.label!r} holds a {type(odd).__name__}; an instance is a dict"
+            )
     return groups
 
 

@@ -17,6 +17,10 @@ BREAKAGES = {
                   "LoadBalance.groups('search') raised ValueError: the generator is broken"),
     "references": (REFERENCES, "for i in group.instances][:-1]\n", "15 references for 16 instances"),
     "seed_code": (SEED_CODE, "", "LoadBalance defines no seed_code(), which every task needs"),
+    "instances": ("for _ in range(SIZES[split])\n        ]", "for _ in range(SIZES[split])\n        ][:0]",
+                  "LoadBalance.groups('search'): group 'm8_n200' holds no list of instances"),
+    "instance": ("for _ in range(SIZES[split])\n        ]", "for _ in range(SIZES[split])\n        ] + [[1.0]]",
+                 "group 'm8_n200' holds a list; an instance is a dict"),
 }
 
 
