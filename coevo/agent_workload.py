@@ -28,7 +28,17 @@ from coevo.es.protocols import WeightsHost
 from coevo.llm.base import AGENT_SAMPLING, SamplingParams
 from coevo.plugins import normalised
 from coevo.workload import EPISODES, Evaluation, Member, Trajectory, Turn, WorkloadSettings
-from tasks.agents import Episode, Prompt, UnknownEnvError, check_horizon, env_class, llm_policy, make_env, rollout
+from tasks.agents import (
+    Episode,
+    Prompt,
+    UnknownEnvError,
+    check_horizon,
+    env_class,
+    labelled,
+    llm_policy,
+    make_env,
+    rollout,
+)
 from tasks.agents.rollout import PerRequestLLM, Policy, turn_request
 from tasks.agents.splits import env_seeds, verify_split
 
@@ -82,7 +92,7 @@ class AgentSettings(WorkloadSettings):
 
     @property
     def subject(self) -> str:
-        return f"{self.env}-H{self.agent_horizon}"
+        return labelled(self.env, self.agent_horizon)
 
 
 @dataclass(frozen=True)
@@ -141,7 +151,7 @@ class AgentWorkload:
 
     @property
     def name(self) -> str:
-        return f"{self.env}-H{self.horizon}"
+        return labelled(self.env, self.horizon)
 
     def on(self, seeds: Iterable[int], split: str | None = None) -> AgentWorkload:
         """The same workload over other instances (a generation's batch, a held-out split)."""
@@ -254,6 +264,7 @@ class AgentWorkload:
             feedback=failure_summary(played),
             trajectories=tuple(trajectory(e) for e in played) if traces else None,
             seconds=seconds,
+            llm_calls=sum(len(e.turns) for e in played),
         )
 
 
@@ -282,7 +293,7 @@ def _with_prefix(member: Member, prompt: Prompt) -> Prompt:
 def trajectory(episode: Episode) -> Trajectory:
     """An episode in the workload protocol's terms (the observation is the env's, without the prefix)."""
     turns = tuple(Turn(t.prompt, t.action, t.reward, t.tokens or 0) for t in episode.turns)
-    return Trajectory(f"{episode.env}-H{episode.horizon}/{episode.seed}", turns, episode.reward)
+    return Trajectory(f"{labelled(episode.env, episode.horizon)}/{episode.seed}", turns, episode.reward)
 
 
 def failure_summary(played: Sequence[Episode]) -> str:

@@ -66,15 +66,16 @@ def tasks_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON 
         )
     for name in ENV_NAMES:
         env = env_class(name)
-        horizon = f"H in {{{', '.join(map(str, env.horizons))}}}: {env.horizon_meaning}"
+        horizons = list(env.horizons) if env.horizon_knob else []
+        knob = f"H in {{{', '.join(map(str, horizons))}}}: " if horizons else ""
         rows.append(
             {
                 "name": name,
                 "kind": "agent",
                 "signature": env.action_format,
                 "splits": list(SPLITS),
-                "horizon": list(env.horizons),
-                "reference": horizon,
+                "horizon": horizons,
+                "reference": knob + env.horizon_meaning,
                 "description": env.description,
             }
         )
@@ -127,9 +128,17 @@ def tasks_eval(
     except (OSError, UnicodeDecodeError) as exc:
         _fail(f"cannot read {file}: {exc}")
 
+    from tasks import UnknownTaskError
+    from tasks.checked import checked_task
+
+    try:
+        task = checked_task(task_name, [split])
+    except UnknownTaskError as exc:
+        _fail(str(exc))
+
     from coevo.evaluate import Evaluator  # heavy: only after the arguments are known to be good
 
-    with Evaluator(task_name, split, limit=limit) as evaluator:
+    with Evaluator(task, split, limit=limit) as evaluator:
         result = evaluator.evaluate(code)
     if as_json:
         print(json.dumps(result.to_json()))
@@ -203,7 +212,7 @@ def _eval_agent(
     if as_json:
         summary = {
             "env": name,
-            "horizon": env.horizon,
+            "horizon": env.horizon if env.horizon_knob else None,
             "split": split,
             "model": model,
             "seed": seed,
@@ -221,7 +230,8 @@ def _eval_agent(
         print(json.dumps(summary))
         return
     print(
-        f"{name} H={env.horizon} [{split}, {len(results)} episodes, {model}] success {solved}/{len(results)} = "
+        f"{name}{f' H={env.horizon}' if env.horizon_knob else ''} [{split}, {len(results)} episodes, {model}] "
+        f"success {solved}/{len(results)} = "
         f"{solved / len(results):.1%} (95% CI {low:.1%}-{high:.1%}); mean reward {mean_reward:.3f}; "
         f"mean turns {mean_turns:.1f}; {seconds:.1f} s"
     )
@@ -236,13 +246,14 @@ def tasks_baselines(
     """Score the shipped seed and classical heuristics (trusted, in-process) with their gaps."""
     import time
 
-    from tasks import SPLITS, TASK_NAMES, UnknownTaskError, get_task
+    from tasks import SPLITS, TASK_NAMES, UnknownTaskError
     from tasks.baselines import classical_files, evaluate_split, file_solver, seed_solver
+    from tasks.checked import checked_task
 
     if split not in SPLITS:
         _fail(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
     try:
-        tasks = {name: get_task(name) for name in names or TASK_NAMES}
+        tasks = {name: checked_task(name, [split]) for name in names or TASK_NAMES}
     except UnknownTaskError as exc:
         _fail(str(exc))
 

@@ -88,8 +88,9 @@ class Context(Protocol):
         """Known heuristics (name -> code) scored, recorded and charged."""
         ...
 
-    def charge(self, evaluations: int) -> None:
-        """Count evaluations a method spent on its own."""
+    def charge(self, evaluations: int, llm_calls: int = 0) -> None:
+        """Count evaluations a method spent on its own, and the LLM calls they took that no other
+        service recorded (episodes it played itself)."""
         ...
 
     def ask(self) -> list[Perturbation]:

@@ -96,7 +96,7 @@ def _module(module_name: str, kind: str, spec: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         raise PluginError(f"{kind} {spec!r}: module {exc.name!r} not found") from None
     except Exception as exc:
-        raise PluginError(f"{kind} {spec!r}: importing {module_name} raised {_one_line(exc)}") from None
+        raise PluginError(f"{kind} {spec!r}: importing {module_name} raised {one_line(exc)}") from None
 
 
 def _module_from_file(path_text: str, kind: str, spec: str) -> ModuleType:
@@ -118,10 +118,11 @@ def _module_from_file(path_text: str, kind: str, spec: str) -> ModuleType:
         loader_spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[module_name], _FILE_MODULES[module_name]
-        raise PluginError(f"{kind} {spec!r}: importing {path_text} raised {_one_line(exc)}") from None
+        raise PluginError(f"{kind} {spec!r}: importing {path_text} raised {one_line(exc)}") from None
     return module
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception as `Type: message`, cut to its first line (a plugin's error, quoted in ours)."""
     text = f"{type(exc).__name__}: {exc}".strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -83,6 +83,8 @@ class Evaluation:
     """The episodes, when the caller asked for them and the workload has any."""
     gap_pct: float | None = None
     seconds: float = 0.0
+    llm_calls: int = 0
+    """LLM calls scoring the member took (an agent's turns; code scored in the sandbox takes none)."""
 
     @property
     def valid(self) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tasks.aco import check_prior
-from tasks.base import Heuristic, Instance, InvalidSolution, Task
+from tasks.base import Heuristic, Instance, InvalidSolution, ShippedTask
 from tasks.tsp_construct import distance_matrix
 
 
@@ -37,7 +37,7 @@ def integer_vector(value: Any, what: str) -> np.ndarray:
     return array.astype(np.int64)
 
 
-class ACOTask(Task):
+class ACOTask(ShippedTask):
     """A task whose heuristic returns an ACO prior matrix; subclasses say how to call it and run ACO."""
 
     function_name = "heuristics"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, SplitName, Task
+from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, ShippedTask, SplitName
 from tasks.checks import returned_number, returned_scores
 
 TRIPLES = np.array([(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 2), (0, 2, 1), (1, 1, 1), (2, 2, 2)], dtype=np.int64)
@@ -147,7 +147,7 @@ def admissibility_violation(rows: np.ndarray, n: int, w: int) -> str | None:
     return None
 
 
-class ASPConstruct(Task):
+class ASPConstruct(ShippedTask):
     name = "asp_construct"
     function_name = "priority"
     signature = "def priority(el: tuple[int, ...], n: int, w: int) -> float"

@@ -110,8 +110,9 @@ class Task:
     function_name: ClassVar[str]
     signature: ClassVar[str]
     description: ClassVar[str]
-    reference_name: ClassVar[str]
-    """What ``gap_pct`` is measured against, e.g. "LKH-3 (elkai)" or "L1 lower bound"."""
+    reference_name: ClassVar[str] = ""
+    """What ``gap_pct`` is measured against, e.g. "LKH-3 (elkai)" or "L1 lower bound" (shown by
+    ``coevo tasks list``; optional)."""
     sense: ClassVar[Literal["min", "max"]] = "min"
     """Which way the objective is better: "min" (lengths, bins) or "max" (values, sizes)."""
     instance_seconds: ClassVar[float] = 10.0
@@ -165,8 +166,8 @@ class Task:
         raise NotImplementedError
 
     def seed_code(self) -> str:
-        """Source of the seed heuristic shipped as ``heuristics/seed/<task name>.py``."""
-        return (SEED_DIR / f"{self.name}.py").read_text()
+        """Source of the heuristic the population starts from and every answer is compared with (required)."""
+        raise NotImplementedError
 
     def references(self, split: SplitName, group: InstanceGroup) -> Sequence[float] | None:
         """Reference values the task computes itself for a group (cheap bounds), in the objective's
@@ -181,3 +182,16 @@ class Task:
         else reads the shipped values through ``tasks.references``.
         """
         raise NotImplementedError
+
+
+class ShippedTask(Task):
+    """Base of coevo's own tasks, whose seed heuristics ship as ``heuristics/seed/<name>.py``.
+
+    A task of one's own (or a renamed subclass of one of these) defines ``seed_code`` itself: the
+    checkout's seed directory is never searched for it."""
+
+    def seed_code(self) -> str:
+        path = SEED_DIR / f"{self.name}.py"
+        if not path.is_file():
+            raise NotImplementedError
+        return path.read_text()

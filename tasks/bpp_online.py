@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, SplitName, Task
+from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, ShippedTask, SplitName
 from tasks.checks import returned_index, returned_scores
 from tasks.or_library import best_known_bins, or_library_classes
 
@@ -94,7 +94,7 @@ def _groups(split: SplitName) -> tuple[InstanceGroup, ...]:
     return weibull + or_library
 
 
-class BPPOnline(Task):
+class BPPOnline(ShippedTask):
     name = "bpp_online"
     function_name = "priority"
     signature = "def priority(item: float, bins_remain_cap: np.ndarray) -> np.ndarray"

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from coevo.extras import require
-from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, SplitName, Task
+from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, ShippedTask, SplitName
 from tasks.checks import returned_index
 from tasks.generators import uniform_stream
 
@@ -57,7 +57,7 @@ def _all_groups() -> dict[SplitName, tuple[InstanceGroup, ...]]:
     return {split: tuple(found) for split, found in groups.items()}
 
 
-class KPConstruct(Task):
+class KPConstruct(ShippedTask):
     name = "kp_construct"
     function_name = "select_next_item"
     signature = "def select_next_item(remaining_capacity: float, weights: np.ndarray, values: np.ndarray) -> int"

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from coevo.extras import require
-from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, SplitName, Task
+from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, ShippedTask, SplitName
 from tasks.checks import returned_index
 from tasks.generators import uniform_stream
 
@@ -61,7 +61,7 @@ def _all_groups() -> dict[SplitName, tuple[InstanceGroup, ...]]:
     return {split: tuple(found) for split, found in groups.items()}
 
 
-class TSPConstruct(Task):
+class TSPConstruct(ShippedTask):
     name = "tsp_construct"
     function_name = "select_next_node"
     signature = (

@@ -234,3 +234,17 @@ def test_held_out_success_is_measured_on_workloads_with_held_out_episodes_only(o
     scores_only = SimpleNamespace(name="ahd", sense="min", capabilities=None)
     with pytest.raises(RuntimeError, match="^the ahd workload has no held-out episodes to measure success on$"):
         heldout_success(scores_only, None, "0 ES updates")
+
+
+def test_runs_show_counts_every_turn_the_agent_played_as_an_llm_call(config: Path, tmp_path: Path, capsys, one_torch_thread):
+    llm = build_tiny_agent()
+    calls = []
+    real_generate_each = llm.generate_each
+    llm.generate_each = lambda items: calls.append(len(items)) or real_generate_each(items)
+    with start_run(load_config(config), tmp_path / "r", llm) as runner:
+        runner.run()
+        runner.record_heldout("after")
+    assert main(["runs", "show", str(tmp_path / "r"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["llm_calls"] == sum(calls) > 0
+    assert main(["report", str(tmp_path / "r")]) == 0
+    assert f"<td>LLM calls</td><td>{sum(calls)}</td>" in (tmp_path / "r" / "report.html").read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,21 @@ def test_config_loads_and_matches_its_file_name(path: Path) -> None:
     if config.uses_weights:
         assert (config.es.sigma, config.es.sigma_final, config.es.alpha) == (1e-3, 0.0, 5e-4)
         assert config.es.directions_per_parent == 1
+
+
+MINUTES = CONFIGS.parent / "minutes.toml"
+
+
+def test_the_try_it_in_minutes_config_is_small_and_runs_end_to_end(tmp_path: Path, capsys, monkeypatch) -> None:
+    from coevo.cli import main
+
+    config = load_config(MINUTES)
+    assert config.budget <= 8 and config.population_size <= 2 and config.finalists <= 2
+    assert config.eval.limit <= 4 and config.settings["batch"] == 1 and config.llm.max_new_tokens <= 256
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent))
+    run_dir = tmp_path / "r"
+    assert main(["run", str(MINUTES), "--run-dir", str(run_dir), "--set", "model=scripted_llm:build"]) == 0
+    assert "(chosen on the val split)" in capsys.readouterr().out
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["status"], facts["evaluations"]) == ("finished", config.budget)

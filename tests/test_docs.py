@@ -105,3 +105,64 @@ def test_the_python_api_example_runs_on_the_embedded_model():
     first, second = completed.stdout.splitlines()[:2]
     assert first.startswith("True ")  # the seed KP heuristic is valid in the sandbox
     assert "n_valid=4" in second and "update=Update(" in second
+
+
+@pytest.mark.parametrize(
+    ("page", "extra"),
+    [("docs/runs.md", "ray"), ("docs/agents.md", "rl"), ("docs/runs.md", "tune"), ("docs/cli.md", "tune"),
+     ("docs/tasks.md", "references")],
+)
+def test_the_docs_install_an_extra_as_the_error_without_it_says(page: str, extra: str):
+    from coevo.extras import install_hint
+
+    text = " ".join((ROOT / page).read_text(encoding="utf-8").replace("`", "").split())
+    assert install_hint(extra) in text, f"{page} should say how to install {extra!r} as the errors do"
+
+
+@pytest.mark.parametrize("extra", ["ray", "rl"])
+def test_constraints_pin_each_extra_at_the_version_pyproject_names(extra: str):
+    import tomllib
+
+    (requirement,) = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][extra]
+    pins = [line.strip() for line in (ROOT / "constraints.txt").read_text().splitlines()]
+    assert "==" in requirement and requirement in pins, f"constraints.txt does not pin {requirement}"
+
+
+def test_the_gap_examples_of_tasks_md_are_what_coevo_prints():
+    from tasks.references import gap_pct
+
+    text = " ".join((ROOT / "docs" / "tasks.md").read_text(encoding="utf-8").split())
+    examples = re.findall(r"of ([\d.]+) against (?:a mean reference|an optimum) of ([\d.]+) prints `gap ([\d.]+)%`", text)
+    assert len(examples) == 2, "one example per sense"
+    for (objective, reference, printed), sense in zip(examples, ("min", "max"), strict=True):
+        assert f"{gap_pct([float(objective)], [float(reference)], sense):.3f}" == printed
+
+
+def test_the_task_guide_names_every_member_a_task_has():
+    from tasks.base import Task
+    from tasks.checked import REQUIRED_ATTRIBUTES, REQUIRED_METHODS
+
+    guide = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8").split("## Write your own task", 1)[-1]
+    trusted_only = {"construct", "reference_objective"}  # in-process helpers of coevo's own scripts
+    members = {name for name in vars(Task) if not name.startswith("_")} - trusted_only
+    assert set(REQUIRED_ATTRIBUTES) | set(REQUIRED_METHODS) <= members | set(Task.__annotations__)
+    for member in members | set(Task.__annotations__):
+        assert f"`{member}" in guide, f"docs/tasks.md's guide does not say what {member} is"
+    for name in ("InstanceGroup(label, instances)", "Heuristic", "Instance", "InvalidSolution", "SplitName"):
+        assert name in guide
+
+
+def test_the_task_of_the_guide_runs_as_written(tmp_path: Path):
+    from coevo.evaluate import Evaluator
+    from tasks import SPLITS
+    from tasks.checked import checked_task
+
+    guide = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8").split("## Write your own task", 1)[-1]
+    problem = tmp_path / "problem.py"
+    problem.write_text(re.search(r"```python\n# problem.py\n(.*?)```", guide, flags=re.S).group(1))
+    task = checked_task(f"{problem}:LoadBalance", SPLITS)
+    with Evaluator(task, "val", limit=2, workers=1) as evaluator:
+        seed = evaluator.evaluate(task.seed_code())
+        bad = evaluator.evaluate("def choose_machine(job, loads):\n    return 99\n")
+    assert seed.valid and seed.n_instances == 2 and seed.gap_pct is None, seed.reason
+    assert not bad.valid and "not a machine" in bad.reason

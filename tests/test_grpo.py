@@ -41,7 +41,9 @@ def test_grpo_without_the_rl_extra_exits_2_with_one_line(config: Path, tmp_path:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trl" else real_find_spec(name, *a))
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "coevo: error: method grpo needs the 'rl' extra: pip install 'coevo[rl]'"
+    assert err == (
+        "coevo: error: method grpo needs the 'rl' extra: make rl (or pip install -e '.[rl]' -c constraints.txt)"
+    )
     assert not (tmp_path / "r" / "run.sqlite").exists()
 
 

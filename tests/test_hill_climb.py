@@ -4,9 +4,11 @@ heuristics (its coefficient depends on the prompt, so children of one parent dif
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from cli_capture import run_cli
 
 from coevo.candidate import Candidate
 from coevo.run.config import ConfigError, RunConfig, validate
@@ -68,6 +70,14 @@ def test_an_interrupted_climb_resumes_where_an_uninterrupted_one_ends(tmp_path: 
     with resume_run(tmp_path / "cut") as runner:
         runner.run()
     assert by_step(tmp_path / "cut") == by_step(tmp_path / "straight")
+
+
+def test_a_climb_exports_under_its_default_name(tmp_path: Path, capsys) -> None:
+    with start_run(config(budget=4), tmp_path / "run") as runner:
+        runner.run()
+    code, out, err = run_cli(capsys, "runs", "export", str(tmp_path / "run"), "--out", str(tmp_path / "lib"))
+    assert code == 0, err
+    assert re.fullmatch(r"tsp_construct__hill_climb_s0_[0-9a-f]{8}\.py", Path(out.strip()).name)
 
 
 def test_its_settings_are_checked_by_its_own_model() -> None:

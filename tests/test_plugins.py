@@ -126,6 +126,25 @@ def test_a_gymnasium_style_env_from_a_file_plays_through_rollout(tmp_path):
     assert not stuck[0].success and len(stuck[0].turns) == 5
 
 
+def test_an_env_without_horizons_shows_no_h_and_its_action_ending_reaches_the_policy(tmp_path, capsys):
+    stops = "    max_turns = 5\n    action_stop = ('.',)\n    max_action_tokens = 4\n"
+    path = write(tmp_path, "count.py", COUNTER_ENV.replace("    max_turns = 5\n", stops))
+    spec = f"{path}:CountTo"
+    assert AgentSettings(kind="agent", env=spec).subject == spec, "no H=1 for an environment without a knob"
+    assert AgentSettings(kind="agent", env="gridnav", horizon=2).subject == "gridnav-H2"
+    seen = []
+
+    def counting(prompts):
+        seen.extend(prompts)
+        return [str(int(str(p).rsplit(" ", 1)[1]) + 1) for p in prompts]
+
+    rollout(spec, [1], counting)
+    assert seen and all(p.stop == (".",) and p.max_tokens == 4 for p in seen)
+    knob = "    horizons = (1, 2)\n    max_turns = 5\n"
+    horizons = write(tmp_path, "knob.py", COUNTER_ENV.replace("    max_turns = 5\n", knob))
+    assert AgentSettings(kind="agent", env=f"{horizons}:CountTo").subject == f"{horizons}:CountTo-H1"
+
+
 def test_workload_settings_take_an_env_spec_and_refuse_a_class_without_step(tmp_path, monkeypatch):
     write(tmp_path, "count.py", COUNTER_ENV)
     write(tmp_path, "half.py", "class Half:\n    def reset(self, seed):\n        return ''\n")

@@ -52,7 +52,7 @@ episodes = 2
 heldout_episodes = 2
 """
 needs_ray = pytest.mark.skipif(
-    importlib.util.find_spec("ray") is None, reason="the ray extra is not installed: pip install 'coevo[ray]'"
+    importlib.util.find_spec("ray") is None, reason="the ray extra is not installed: make ray"
 )
 
 
@@ -223,7 +223,9 @@ def test_an_unknown_or_uninstalled_executor_is_refused_in_one_line_before_anythi
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "ray"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "coevo: error: --executor ray needs the ray extra: pip install 'coevo[ray]'"
+    assert err == (
+        "coevo: error: --executor ray needs the ray extra: make ray (or pip install -e '.[ray]' -c constraints.txt)"
+    )
     assert not (tmp_path / "r" / "run.sqlite").exists()
 
 
@@ -248,7 +250,7 @@ def test_importing_coevo_does_not_import_ray():
 @pytest.fixture(scope="module")
 def cluster():
     """A head and a second node, one CPU each, started and stopped here; workers import tests/ modules."""
-    pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'coevo[ray]'")
+    pytest.importorskip("ray", reason="the ray extra is not installed: make ray")
     from ray.cluster_utils import Cluster
 
     previous = os.environ.get("PYTHONPATH")

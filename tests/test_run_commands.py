@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 import json
 import socket
 import sqlite3
@@ -312,3 +313,40 @@ def test_an_llm_server_that_does_not_answer_is_one_line_and_a_kept_run_resumes_o
     assert main(["runs", "show", str(run_dir), "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)
     assert (facts["status"], facts["evaluations"], facts["llm_calls"]) == ("finished", 4, 3)  # and the seed
+
+
+def test_a_run_logged_to_a_file_prints_its_progress_as_whole_lines(tmp_path: Path, capsys):
+    problem = tmp_path / "a_problem_with_a_long_enough_name_to_pass_eighty_columns.py"
+    problem.write_text("from tasks.tsp_construct import TSPConstruct\n\n\nclass LongNamedTSP(TSPConstruct):\n    pass\n")
+    config = tmp_path / "run.toml"
+    config.write_text(CONFIG.replace('"coevo"', '"eoh"').replace('"tsp_construct"', f'"{problem.name}:LongNamedTSP"'))
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--set", "budget=8"]) == 0
+    progress = [line for line in capsys.readouterr().err.splitlines() if " evals " in line]
+    whole = re.compile(rf"eoh {re.escape(str(problem))}:LongNamedTSP gen \d+ (\d+)/8 evals  best on search \S+ \d+:\d\d:\d\d")
+    assert progress and all(whole.match(line) for line in progress), progress
+    assert [int(whole.match(line).group(1)) for line in progress][-1] == 8
+
+
+def test_a_run_stopped_while_it_validates_is_interrupted_and_resume_finishes_it(
+    config: Path, tmp_path: Path, capsys, monkeypatch
+):
+    from coevo.run import commands, validation
+
+    real_validate = validation.validate_best
+
+    def terminated(runner):  # SIGTERM after the last step, while the answer is chosen on val
+        raise commands._Terminated
+
+    monkeypatch.setattr(validation, "validate_best", terminated)
+    run_dir = tmp_path / "r"
+    assert main(["run", str(config), "--run-dir", str(run_dir), "--set", "budget=8"]) == 143
+    capsys.readouterr()
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "interrupted"
+
+    monkeypatch.setattr(validation, "validate_best", real_validate)
+    assert main(["resume", str(run_dir)]) == 0
+    assert "(chosen on the val split)" in capsys.readouterr().out
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["status"] == "finished" and facts["best"]["chosen_on"] == "val"

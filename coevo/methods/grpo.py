@@ -62,7 +62,8 @@ class GRPO(ES):
                 GRPOSettings(num_generations=self.config.population_size),
                 seed=self.config.seed,
             )
+        turns_before = self._stepper.turns
         metrics = self._stepper.step(list(context.generation_workload().seeds))
         with open(context.run_dir / "grpo_history.jsonl", "a", encoding="utf-8") as log:
             log.write(json.dumps({"generation": context.generation, **metrics}) + "\n")
-        context.charge(self.config.population_size)
+        context.charge(self.config.population_size, self._stepper.turns - turns_before)

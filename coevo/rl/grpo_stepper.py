@@ -71,6 +71,8 @@ class GRPOStepper:
         self.llm, self.env, self.horizon, self.seed = llm, env, horizon, seed
         self.settings = settings
         self.steps = 0
+        self.turns = 0
+        """Turns played by every rollout so far, one LLM call each."""
         _give_a_reference_path(llm.model, output_dir / "reference")
         args = GRPOConfig(
             output_dir=str(output_dir),
@@ -137,6 +139,7 @@ class GRPOStepper:
         finally:
             self.llm.model.train(was_training)
         turns = [[samples[row, turn] for turn in range(1, len(episode.turns) + 1)] for row, episode in enumerate(played)]
+        self.turns += sum(len(episode.turns) for episode in played)
         return played, turns
 
     def _dataset(self, seeds: Sequence[int]) -> Dataset:

@@ -15,7 +15,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from coevo.progress import progress_bars
 
 ExecutorOption = Annotated[
     str, typer.Option("--executor", metavar="local|ray", help="Where members play: this process, or Ray workers.")
@@ -222,7 +224,7 @@ def _drive_until_done(runner) -> None:
         TimeRemainingColumn(),
     )
     with runner:
-        with Progress(*columns, console=console, transient=False) as progress:
+        with progress_bars(*columns, console=console) as progress:
             bar = progress.add_task(_describe(runner), total=runner.config.budget, best="-")
 
             def update(current) -> None:
@@ -232,7 +234,8 @@ def _drive_until_done(runner) -> None:
             runner.on_progress = update
             update(runner)
             runner.run()
-        lines = _held_out(runner, console)
+        with runner.store.running():  # finished once the answer is measured: a stop before that is not
+            lines = _held_out(runner, console)
         answer = runner.store.answer_summary()
     if answer is not None:
         lines.insert(0, answer_line(answer))

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
+from coevo.extras import install_hint
 from coevo.operators.diff_edit import EditPolicy
 from coevo.plugins import PluginError, normalised
 from coevo.run.backend_registry import backend_class
@@ -210,7 +211,7 @@ class RunConfig(_Section):
             raise ValueError("config key 'task' is required")
         if method.extra is not None and importlib.util.find_spec(method.extra[0]) is None:
             raise ValueError(
-                f"method {self.method} needs the {method.extra[1]!r} extra: pip install 'coevo[{method.extra[1]}]'"
+                f"method {self.method} needs the {method.extra[1]!r} extra: {install_hint(method.extra[1])}"
             )
         check_settings(self.method, self.settings)
         return self

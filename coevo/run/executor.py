@@ -18,6 +18,7 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from coevo.extras import install_hint
 from coevo.plugins import PluginError, load
 from coevo.run.config import ConfigError
 from coevo.workload import Evaluation, Member, Workload
@@ -107,7 +108,7 @@ def executor_class(name: str) -> type:
         raise ConfigError(f"executor {name!r}: {cls.__qualname__} is not an executor (it needs from_config)")
     extra = getattr(cls, "extra", None)
     if extra is not None and importlib.util.find_spec(extra[0]) is None:
-        raise ConfigError(f"--executor {name} needs the {extra[1]} extra: pip install 'coevo[{extra[1]}]'")
+        raise ConfigError(f"--executor {name} needs the {extra[1]} extra: {install_hint(extra[1])}")
     return cls
 
 

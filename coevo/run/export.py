@@ -24,6 +24,12 @@ class ExportError(Exception):
     """Nothing exportable, or a bad name."""
 
 
+def default_name(method: str, seed: int, key: str) -> str:
+    """`<method>_s<seed>_<key prefix>`, the method (or a method spec's class) with every character the
+    name rule refuses (`+`, `-`) made `_`: `hill-climb` -> `hill_climb_s0_1a2b3c4d`."""
+    return f"{re.sub(r'[^A-Za-z0-9_]', '_', method.rpartition(':')[2])}_s{seed}_{key[:8]}"
+
+
 def export_best(run_dir: Path, name: str | None = None, directory: Path | None = None) -> Path:
     """Write the run's answer to `directory` and return the file's path: the finalist selected on the
     val split when the run was validated, else its best on the search split."""
@@ -33,7 +39,7 @@ def export_best(run_dir: Path, name: str | None = None, directory: Path | None =
         raise ExportError(f"{run_dir} has no valid heuristic to export")
     best, validation = answer.to_dict(), store.validation()
     config = store.config
-    name = name or f"{config['method'].replace('+', '_')}_s{config['seed']}_{best['key'][:8]}"
+    name = name or default_name(config["method"], config["seed"], best["key"])
     if not _NAME.match(name):
         raise ExportError(f"export name must be letters, digits and underscores, got {name!r}")
     provenance = {

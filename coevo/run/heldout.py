@@ -30,6 +30,8 @@ class SuccessRate:
     """The episodes' instance seeds, in order, so two measurements pair episode by episode."""
     outcomes: tuple[int, ...] = ()
     """1 where the episode of the same position in `seeds` was solved, else 0."""
+    llm_calls: int = 0
+    """The policy's turns over the measured episodes, one LLM call each."""
 
     @property
     def rate(self) -> float:
@@ -56,7 +58,10 @@ def heldout_success(
     library = None if shown is None else shown[1]
     outcomes = tuple(int(e.success) for e in played)
     seeds = tuple(e.seed for e in played)
-    return SuccessRate(workload.heldout, sum(outcomes), len(played), updates, library, generation, seeds, outcomes)
+    turns = sum(len(e.turns) for e in played)
+    return SuccessRate(
+        workload.heldout, sum(outcomes), len(played), updates, library, generation, seeds, outcomes, turns
+    )
 
 
 def measured_curve(heldout: dict[str, dict[str, Any]]) -> list[SuccessRate]:

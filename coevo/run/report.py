@@ -105,7 +105,7 @@ def _run_table(store: RunStore, config: dict[str, Any], state: dict[str, Any]) -
         ("seed", str(config["seed"])),
         ("status", store.status()),
         ("evaluations", str(state.get("evaluations", 0))),
-        ("LLM calls", str(totals["calls"])),
+        ("LLM calls", str(store.llm_call_count())),
         ("LLM tokens (prompt / completion)", f"{totals['prompt_tokens']} / {totals['completion_tokens']}"),
         ("final weights sha256", state.get("weights_sha256") or "none (no weights evolved)"),
     ]

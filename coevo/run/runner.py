@@ -94,6 +94,8 @@ class Runner:
         self.prompts = self.method.prompt_pool()
         self.rng = np.random.default_rng(config.seed)
         self.evaluations = 0
+        self.policy_calls = 0
+        """LLM calls made while scoring members (an agent's turns), which the store's llm_calls table does not hold."""
         self.step = 0
         self.generation = 0
         self.phase = 0
@@ -140,18 +142,13 @@ class Runner:
     def run(self) -> Candidate | None:
         """Run steps until the budget is spent; returns the best candidate."""
         stalled = 0
-        self.store.mark_running()
-        try:
+        with self.store.running():
             while not self.finished:
                 used = self.evaluations
                 self.run_step()
                 stalled = stalled + 1 if self.evaluations == used else 0
                 if stalled > 2 * len(self.method.phases) + 1:
                     raise RuntimeError(f"{self.config.method} made no evaluation in {stalled} steps; stopping")
-        except BaseException:
-            self.store.mark_interrupted()
-            raise
-        self.store.set_meta("status", "finished")
         return self.best
 
     def run_step(self) -> None:
@@ -231,7 +228,7 @@ class Runner:
             traces=traces,
             history=self.store.es_records,
         )
-        self.charge(len(members))
+        self.charge(len(members), sum(e.llm_calls for e in evaluations))
         return evaluations
 
     def generation_workload(self) -> Workload:
@@ -239,9 +236,11 @@ class Runner:
         workload = self.workload
         return workload.at_generation(self.generation) if isinstance(workload, Generational) else workload
 
-    def charge(self, evaluations: int) -> None:
-        """Count evaluations a method spent on its own (never past the budget) and report progress."""
+    def charge(self, evaluations: int, llm_calls: int = 0) -> None:
+        """Count evaluations a method spent on its own (never past the budget), and the LLM calls they
+        took that the store does not record (an agent's turns); report progress."""
         self.evaluations += min(evaluations, self.budget_left)
+        self.policy_calls += llm_calls
         self._progress()
 
     def add_library(self, codes: dict[str, str]) -> list[Candidate]:
@@ -449,6 +448,7 @@ class Runner:
     def _state(self) -> dict[str, Any]:
         return {
             "evaluations": self.evaluations,
+            "policy_calls": self.policy_calls,
             "generation": self.generation,
             "phase": self.phase,
             "population": [c.to_dict() for c in self.population.members],
@@ -465,6 +465,7 @@ class Runner:
     def _restore(self, state: dict[str, Any]) -> None:
         self.step = state["step"] + 1
         self.evaluations = state["evaluations"]
+        self.policy_calls = state.get("policy_calls", 0)  # absent from runs stored before it was counted
         self.generation = state["generation"]
         self.phase = state["phase"]
         self.population.members = [Candidate.from_dict(c) for c in state["population"]]
@@ -518,7 +519,7 @@ def summary(store: RunStore) -> dict[str, Any]:
         "task": config["task"],
         "env": (config.get("workload") or {}).get("env"),
         "evaluations": state.get("evaluations", 0),
-        "llm_calls": store.llm_totals()["calls"],
+        "llm_calls": store.llm_call_count(),
         "best": store.answer_summary(),
         "heldout": store.heldout_figures(),
         "weights_sha256": state.get("weights_sha256"),

@@ -16,6 +16,8 @@ from coevo.run.config import ConfigError, RunConfig, from_stored, validate
 from coevo.run.executor import open_executor
 from coevo.run.runner import Runner
 from coevo.run.store import RunStore
+from tasks import UnknownTaskError
+from tasks.checked import checked_task
 
 COMPUTE_DTYPE_KEY = "compute_dtype"
 """Run-store meta key: the float type the run's in-process model computed in."""
@@ -34,7 +36,8 @@ def start_run(
     config: RunConfig, run_dir: Path, llm: LLM | None = None, executor: str = "local", address: str | None = None
 ) -> Runner:
     """A runner over a new store in `run_dir` (the backend is loaded unless given), playing its members
-    on `executor` (`address`: the Ray cluster to join)."""
+    on `executor` (`address`: the Ray cluster to join). A broken task is refused before anything is made."""
+    check_task(config)
     members = open_executor(executor, config, address)
     llm = llm or load_llm(config)
     store = RunStore.create(run_dir, config.model_dump(mode="json"))
@@ -48,11 +51,23 @@ def resume_run(run_dir: Path, llm: LLM | None = None, executor: str = "local", a
     store = RunStore.open(run_dir)
     try:
         config = validate(from_stored(store.config))
+        check_task(config)
         members = open_executor(executor, config, address)
     except ConfigError:
         store.close()
         raise
     return Runner(config, store, run_dir, llm or load_llm(config, recorded_dtype(store)), executor=members)
+
+
+def check_task(config: RunConfig) -> None:
+    """ConfigError (one line) when the run's task is broken: a missing member or seed heuristic, a
+    generator that raises, references that do not fit, on the splits a run scores (search, val)."""
+    if config.task is None:
+        return
+    try:
+        checked_task(config.task, ("search", "val"))
+    except UnknownTaskError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def recorded_dtype(store: RunStore) -> str:

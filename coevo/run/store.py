@@ -15,6 +15,7 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,18 @@ class RunStore:
         `interrupted`; a status set on purpose (finished, pruned) stays."""
         with self._db:
             self._db.execute("UPDATE meta SET value = 'interrupted' WHERE key = 'status' AND value = 'running'")
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Status `running` while the block runs, `interrupted` if it raises (Ctrl-C, SIGTERM, an error),
+        `finished` once it returns: a run is finished only when all its work, held-out figures included, is."""
+        self.mark_running()
+        try:
+            yield
+        except BaseException:
+            self.mark_interrupted()
+            raise
+        self.set_meta("status", "finished")
 
     def status(self) -> str:
         """The stored status, except that a `running` run whose process is gone (killed, machine
@@ -354,6 +367,13 @@ class RunStore:
         code), "fallback" (whole rewrites after a request's diffs all failed); all 0 without diffs."""
         rows = self._db.execute("SELECT edit, COUNT(*) FROM llm_calls WHERE edit IS NOT NULL GROUP BY edit")
         return {kind: 0 for kind in EDIT_KINDS} | dict(rows.fetchall())
+
+    def llm_call_count(self) -> int:
+        """Every LLM call of the run: those recorded one by one (proposals, reflections), and an agent's
+        turns, counted in the step state (`policy_calls`) and in each held-out figure (`llm_calls`)."""
+        played = (self.last_state() or {}).get("policy_calls", 0)
+        measured = sum(figure.get("llm_calls", 0) for figure in self.heldout_figures().values())
+        return self.llm_totals()["calls"] + played + measured
 
     def llm_calls(self) -> list[dict[str, Any]]:
         """Every LLM call as a dict; the row factory is set on this query's own cursor, since the

@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 
 from coevo.run.config import ConfigError, RunConfig, plugin_paths_from, read_toml, validate
+from coevo.run.session import check_task
 
 KNOBS: dict[str, tuple[tuple[str, ...], str]] = {
     "sigma": (("es", "sigma"), "float"),
@@ -102,7 +103,7 @@ def load_space(path: Path) -> TuneSpace:
     table = data.pop("tune", None)
     if not isinstance(table, dict) or not table:
         raise ConfigError(f"{path} has no [tune] table naming the knobs to search ({', '.join(KNOBS)})")
-    validate(data)
+    check_task(validate(data))  # a broken problem fails here, in one line, not in every trial
     space = TuneSpace(data, tuple(_knob(name, spec) for name, spec in table.items()))
     for knob in space.knobs:
         for value in knob.extremes():

@@ -20,9 +20,12 @@ from typing import Any
 
 import optuna
 from optuna.trial import TrialState
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from coevo.candidate import fitness_of
+from coevo.extras import install_hint
+from coevo.progress import progress_bars
 from coevo.run.config import ConfigError, validate
 from coevo.run.runner import Runner
 from coevo.run.session import load_llm, start_run
@@ -83,7 +86,8 @@ def work(setup: StudySetup, trials: int) -> None:
     base_config = validate(setup.space.base)  # no knob changes the model or the budget
     llm = load_llm(base_config)
     base = BaseWeights(llm)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bars:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with progress_bars(*columns, console=Console()) as bars:
         while len(study.get_trials(deepcopy=False, states=COUNTED)) < trials:
             trial = study.ask()
             bar = bars.add_task(f"trial {trial.number} evals", total=base_config.budget)
@@ -232,7 +236,7 @@ def _pruner(name: str, startup_trials: int) -> optuna.pruners.BasePruner:
         try:
             import scipy  # noqa: F401  (the pruner's test)
         except ImportError:
-            raise ConfigError("--pruner wilcoxon needs scipy: pip install scipy") from None
+            raise ConfigError(f"--pruner wilcoxon needs scipy: {install_hint('tune')}") from None
         with warnings.catch_warnings():  # experimental in Optuna, and chosen on purpose here
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.pruners.WilcoxonPruner(p_threshold=0.1)

@@ -42,6 +42,12 @@ def make_env(name: str, horizon: int | None = None) -> AgentEnv[Any] | PluginEnv
     return cls(cls.horizons[0] if horizon is None else horizon)
 
 
+def labelled(name: str, horizon: int) -> str:
+    """`name-H<horizon>` as runs, workloads and episodes are named; `name` alone for an environment
+    without a horizon knob, whose one H tells nothing."""
+    return f"{name}-H{horizon}" if env_class(name).horizon_knob else name
+
+
 def instances_of(name: str) -> str:
     """The environment whose instances `name` shares (a dense variant plays the same puzzles)."""
     return env_class(name).shares_instances_with or name
@@ -60,6 +66,7 @@ __all__ = [
     "check_horizon",
     "env_class",
     "instances_of",
+    "labelled",
     "llm_policy",
     "make_env",
     "rollout",

@@ -66,6 +66,9 @@ class AgentEnv(abc.ABC, Generic[ActionT]):
     description: ClassVar[str]
     horizons: ClassVar[tuple[int, ...]]
     """The values H may take, smallest (easiest) first."""
+    horizon_knob: ClassVar[bool] = True
+    """Whether H is the environment's own knob; False for a plugin without `horizons`, whose one H is
+    never shown."""
     horizon_meaning: ClassVar[str]
     """What H counts, for `coevo tasks list` (e.g. "blank cells")."""
     action_format: ClassVar[str]

@@ -7,6 +7,8 @@ declare (all optional):
 * ``name``, ``description``, ``action_format``: what listings and prompts show;
 * ``horizons``: the values of its horizon knob, smallest first; then ``__init__`` takes the horizon;
 * ``max_turns``: the turn budget of one episode (default `DEFAULT_MAX_TURNS`);
+* ``action_stop``, ``max_action_tokens``: where the policy's answer ends, and the most tokens it may
+  take (default: no stop, the run's ``llm.max_new_tokens``);
 * ``splits``: ``{"search": [seeds], "val": [...], "test": [...]}`` (default: coevo's split seeds).
 
 `plugin_env_class` wraps such a class into a class that behaves like an `AgentEnv` subclass to the rest of
@@ -24,7 +26,7 @@ from tasks.agents.gym import GymTextEnv
 
 DEFAULT_MAX_TURNS = 32
 NO_HORIZON = 1
-"""The one H of an environment without a horizon knob, so every environment has an H to name runs by."""
+"""The one H of an environment without a horizon knob (never shown: see `horizon_knob`)."""
 
 
 class PluginEnv(GymTextEnv):
@@ -34,16 +36,18 @@ class PluginEnv(GymTextEnv):
     name: ClassVar[str]
     description: ClassVar[str]
     horizons: ClassVar[tuple[int, ...]]
+    horizon_knob: ClassVar[bool]
     horizon_meaning: ClassVar[str]
     action_format: ClassVar[str]
+    action_stop: ClassVar[tuple[str, ...]]
+    max_action_tokens: ClassVar[int | None]
     splits: ClassVar[dict[str, list[int]] | None]
     shares_instances_with: ClassVar[str | None] = None
 
     def __init__(self, horizon: int) -> None:
         cls = type(self)
         self.horizon = check_horizon(cls, horizon)  # type: ignore[arg-type]
-        takes_horizon = hasattr(cls.user_class, "horizons")
-        super().__init__(cls.user_class(horizon) if takes_horizon else cls.user_class())
+        super().__init__(cls.user_class(horizon) if cls.horizon_knob else cls.user_class())
         self.name = cls.name
         self._first = ""
 
@@ -77,10 +81,13 @@ def plugin_env_class(user_class: type, spec: str) -> type[PluginEnv]:
         "name": spec,
         "description": getattr(user_class, "description", None) or _first_line(user_class),
         "horizons": horizons,
+        "horizon_knob": hasattr(user_class, "horizons"),
         "horizon_meaning": getattr(user_class, "horizon_meaning", "the environment's horizon knob")
         if hasattr(user_class, "horizons")
         else "no horizon knob",
         "action_format": getattr(user_class, "action_format", "one line of text"),
+        "action_stop": tuple(getattr(user_class, "action_stop", ())),
+        "max_action_tokens": getattr(user_class, "max_action_tokens", None),
         "splits": {split: [int(seed) for seed in seeds] for split, seeds in splits.items()} if splits else None,
     }
     return type(f"Plugin{user_class.__name__}", (PluginEnv,), attributes)
