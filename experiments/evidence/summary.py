@@ -22,8 +22,8 @@ from bpp_pairs import Setting
 from evidence_file import RESULTS
 from shared_tests import holm, poisson_binomial_p
 
-from coevo.methods.coevo import CoevoSettings
 from coevo.candidate import Candidate
+from coevo.methods.coevo import CoevoSettings
 from coevo.stats import WilcoxonResult, compare_paired, smallest_exact_p, wilcoxon_signed_rank, wilson_interval
 from tasks import get_task
 
@@ -51,6 +51,10 @@ hold. The page is generated from [evidence/results.json](evidence/results.json) 
 `python experiments/evidence/summary.py`; the scripts that measure write that file. Other measured
 results: [bench](bench/RESULTS.md) (speed), [agents](agents/RESULTS.md), [skills](skills/RESULTS.md),
 [peers](peers/FINDINGS.md).
+
+Tests that read the same held-out episodes (or the same baseline runs) are Holm-corrected together, and
+a change is called significant only where its corrected p is below 0.05. Each section says whether the
+run stores behind its figures are archived in the repo, and so can be re-scored, or not.
 """
 
 
@@ -61,17 +65,19 @@ def rate(successes: int, n: int) -> str:
 
 @dataclass(frozen=True)
 class Corrected:
-    """A test's p and its Holm-adjusted p among the `family` tests that read the same held-out episodes."""
+    """A test's p and its Holm-adjusted p among the `family` tests that share its data."""
 
     raw: float
     adjusted: float
     family: int
 
-    def significant(self) -> bool:
-        return self.adjusted < 0.05
-
     def short(self) -> str:
         return f"p = {self.raw:.3g}, Holm {self.adjusted:.3g}"
+
+
+def significant(raw: float, corrected: Corrected | None) -> bool:
+    """Below 0.05, judged on the corrected p where the test shares its data with others."""
+    return (corrected.adjusted if corrected else raw) < 0.05
 
 
 def success_test(record: dict[str, Any]) -> WilcoxonResult:
@@ -148,7 +154,7 @@ def speed_section(speedup: dict[str, Any] | None, decode: dict[str, Any] | None 
         " timing keeps no store to re-score: the command measures it again.",
         "",
     ]
-    for figure, name in (("agent_generation", "as measured"), ("agent_generation_fp32", "fp32 forced")):
+    for figure, name in (("agent_generation", "dtype chosen from the CPU"), ("agent_generation_fp32", "fp32 forced")):
         lines.append(f"- {name}: " + split_sentence(speedup, figure))
     if decode and AGENT_MODEL in decode:
         lean = decode[AGENT_MODEL]
@@ -167,8 +173,8 @@ def split_sentence(speedup: dict[str, Any], figure: str) -> str:
     if f"{figure}_reply_tokens" not in speedup:
         return (
             f"{speedup[figure]:.2f}x; its split into shorter replies and faster tokens, and the check that both"
-            " sides make the same moves, are pending (not recorded when it was measured; the command now"
-            " records them)."
+            " sides make the same moves, are pending: not recorded when it was measured; the command now records"
+            " them (bench/RESULTS.md estimates the split from the ranges it printed)."
         )
     same, compared = speedup[f"{figure}_same_moves"]
     differing = speedup.get(f"{figure}_differing_moves", [])
@@ -213,7 +219,7 @@ def decode_section(decode: dict[str, Any] | None) -> str:
 def success_verdict(rose: bool, raw: float, corrected: Corrected | None) -> str:
     """Whether the claim that training raised success holds, judged on the corrected p where the test
     shares its episodes with others; a change significant only before the correction is said as such."""
-    if (corrected.adjusted if corrected else raw) < 0.05:
+    if significant(raw, corrected):
         return "holds at p < 0.05" if rose else "does not hold: success fell, at p < 0.05"
     if raw < 0.05:
         return f"does not hold: success {'rose' if rose else 'fell'} at p < 0.05 before the correction, not after it"
@@ -320,7 +326,7 @@ def move_choice_section(
     base_corrected = corrected.get("move choice: base vs chance")
     skill = (
         "The base weights choose better than chance, at p < 0.05"
-        if (base_corrected.adjusted if base_corrected else base_test.p_value) < 0.05 and base_shift > 0
+        if significant(base_test.p_value, base_corrected) and base_shift > 0
         else "The base weights choose no better than chance at p < 0.05: there is no reading of the coordinates"
         " for ES to sharpen, only one to build"
     )
@@ -359,8 +365,7 @@ def walker_sentence(record: dict[str, Any], sampled: dict[str, Any] | None, corr
     solved = sum(sampled["base"])
     than = "fewer" if solved < walker else "more" if solved > walker else "as many"
     test = corrected.get("walker")
-    significant = (test.adjusted if test else p) < 0.05
-    verdict = f"significantly {than}" if significant else f"{than}, not significantly at p < 0.05"
+    verdict = f"significantly {than}" if significant(p, test) else f"{than}, not significantly at p < 0.05"
     return (
         f"{sentence}; the base model, sampling its replies, solved {solved} (first section): {verdict}"
         f" (exact two-sided test against the walker's rate on each episode, {p_text(p, test)})."
@@ -455,18 +460,21 @@ def bpp_section(record: dict[str, Any] | None, archived: set[tuple[str, ...]] | 
             " so no result here can be significant at p < 0.05; the wins, ties and losses carry the finding.",
             "",
         ]
-    comparisons = {
-        f"{name}, {split} gap": compare_paired([b - a for a, b in pairs])
+    paired = {
+        f"{name}, {split} gap": pairs
         for split, key in (("val", "pairs"), ("test", "test_pairs"))
         for name, pairs in record[key].items()
-        if pairs
     }
+    comparisons = {name: compare_paired([b - a for a, b in pairs]) for name, pairs in paired.items() if pairs}
     adjusted = holm({name: c.test.p_value for name, c in comparisons.items()})
-    for name, comparison in comparisons.items():
-        lines.append(
-            f"- {name}: {comparison.sentence()}; Holm-corrected over the {len(comparisons)} comparisons, which"
-            f" share eoh's runs: p = {adjusted[name]:.3g}"
+    for name in paired:
+        verdict = (
+            f"{comparisons[name].sentence()}; Holm-corrected over the {len(comparisons)} comparisons, which share"
+            f" eoh's runs: p = {adjusted[name]:.3g}"
+            if name in comparisons
+            else "no seed to pair"
         )
+        lines.append(f"- {name}: {verdict}")
     for run, reason in record["invalid_on_test"].items():
         lines.append(f"- {run} is left out of the test pairs, invalid on test: {reason}")
     lines += ["", bpp_runs_table(record, seed_key(BPP_TASK)), "", archive_note(record, archived or set())]
@@ -568,10 +576,10 @@ def weights_effect_section(entries: dict[str, Any] | None, archived: set[tuple[s
             f" {changed} of {figures['samples']} | {store} |"
         )
     samples = next(iter(entries.values()))["samples"]
-    significant = [name for name, test in valid_tests.items() if test.significant()]
+    moved = [name for name, test in valid_tests.items() if significant(test.raw, test)]
     verdict = (
-        f"the change is significant at p < 0.05 after the correction for {', '.join(significant)} only"
-        if significant
+        f"the change is significant at p < 0.05 after the correction for {', '.join(moved)} only"
+        if moved
         else "no run's change is significant at p < 0.05 after the correction"
     )
     return (
