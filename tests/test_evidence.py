@@ -508,6 +508,9 @@ def test_the_base_against_the_random_walker_is_tested_not_just_compared() -> Non
     few = agent_record([1] * 7 + [0] * 33, [0] * 40, seeds)  # 7 of 40 against an expected 10
     page = summary.move_choice_section(record, few)
     assert "solved 7 (first section): fewer, not significantly at p < 0.05" in page
+    assert "The base weights' difference from chance is not significant at p < 0.05" in page
+    worse = summary.move_choice_section({**record, "base": [0.3] * 40}, few)
+    assert "The base weights choose worse than chance, at p < 0.05" in worse
     p = shared_tests.poisson_binomial_p(7, [0.25] * 40)
     assert f"p = {p:.3g})" in page
     none = agent_record([0] * 40, [0] * 40, seeds)

@@ -324,12 +324,13 @@ def move_choice_section(
         )
     base_shift, base_test = tests["move choice: base vs chance"]
     base_corrected = corrected.get("move choice: base vs chance")
-    skill = (
-        "The base weights choose better than chance, at p < 0.05"
-        if significant(base_test.p_value, base_corrected) and base_shift > 0
-        else "The base weights choose no better than chance at p < 0.05: there is no reading of the coordinates"
-        " for ES to sharpen, only one to build"
-    )
+    if significant(base_test.p_value, base_corrected):
+        skill = f"The base weights choose {'better' if base_shift > 0 else 'worse'} than chance, at p < 0.05"
+    else:
+        skill = (
+            "The base weights' difference from chance is not significant at p < 0.05: these figures show no"
+            " reading of the coordinates for ES to sharpen, only one to build"
+        )
     moved = max((abs(sum(f["after"]) - sum(base)) / n for f in record["runs"].values()), default=0.0)
     rows += ["", f"{skill}. The runs moved the mean by at most {moved:.4f}."]
     rows.append(walker_sentence(record, sampled, corrected))
