@@ -1,6 +1,6 @@
 """Paired comparisons of two methods (wins/ties/losses, the Wilcoxon signed-rank test), paired binary
-outcomes (exact McNemar), a rate against chance (exact binomial), Holm's correction for tests that share
-data, and success-rate intervals.
+outcomes (exact McNemar), a rate against chance (exact binomial, or Poisson-binomial where each episode
+has its own rate), Holm's correction for tests that share data, and success-rate intervals.
 
 Grids of runs are small (a few tasks x budgets x seeds), so the test is exact where it can be: the null
 distribution of the signed-rank statistic is enumerated for up to `EXACT_UP_TO` non-zero differences
@@ -166,3 +166,18 @@ def holm(p_values: dict[str, float]) -> dict[str, float]:
         running = max(running, min(1.0, (len(order) - rank) * p_values[name]))
         adjusted[name] = running
     return adjusted
+
+
+def poisson_binomial_p(successes: int, probabilities: Sequence[float]) -> float:
+    """Two-sided exact p that `successes` of independent episodes, episode i solved with probability
+    `probabilities[i]`, lie this far from their expected sum: twice the smaller tail, capped at 1."""
+    if not 0 <= successes <= len(probabilities) or any(not 0 <= p <= 1 for p in probabilities):
+        raise ValueError(f"need 0 <= successes <= {len(probabilities)} and probabilities in [0, 1]")
+    distribution = [1.0]  # P(exactly k solved) over the episodes folded in so far
+    for p in probabilities:
+        distribution = [
+            (distribution[k] if k < len(distribution) else 0.0) * (1 - p) + (distribution[k - 1] * p if k else 0.0)
+            for k in range(len(distribution) + 1)
+        ]
+    lower, upper = sum(distribution[: successes + 1]), sum(distribution[successes:])
+    return min(1.0, 2 * min(lower, upper))

@@ -12,7 +12,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "experiments" / "bench"
 sys.path.insert(0, str(BENCH))
-from agents import BASELINE_REV, REPO, baseline_worktree, record_speedup  # noqa: E402
+from agents import BASELINE_REV, REPO, baseline_worktree, record_speedup, speedup_split  # noqa: E402
 
 
 def test_speedups_merge_into_the_evidence_file_keeping_its_other_keys(tmp_path: Path) -> None:
@@ -33,6 +33,30 @@ def test_speedups_merge_into_the_evidence_file_keeping_its_other_keys(tmp_path: 
         "cpu_has_native_bf16": False,
     }
     assert [p.name for p in path.parent.iterdir()] == ["results.json"]  # no staging file left behind
+
+
+def test_a_speedup_splits_into_shorter_replies_and_faster_tokens_and_compares_the_moves(tmp_path: Path) -> None:
+    """Round by round: baseline tokens over this tree's, and this tree's tokens/s over the baseline's
+    (whose product is the seconds' ratio); an episode is the same when every move had the same effect."""
+    seed = "gridnav-H2/20260101"
+    baseline = [
+        {"seconds": 100.0, "tokens": 2000, "moves": [[seed, ["move up, then more text", "move left"]]]},
+        {"seconds": 120.0, "tokens": 1800, "moves": [[seed, ["move up"]]]},
+    ]
+    side = [
+        {"seconds": 25.0, "tokens": 1000, "moves": [[seed, ["move up", "Move LEFT"]]]},
+        {"seconds": 20.0, "tokens": 900, "moves": [[seed, ["move down"]]]},
+    ]
+    split = speedup_split("g", baseline, side)
+    assert split["g_reply_tokens"] == pytest.approx(2.0) and split["g_reply_tokens_min"] == pytest.approx(2.0)
+    assert split["g_per_token"] == pytest.approx((40 / 20 + 45 / 15) / 2)
+    assert split["g_same_moves"] == [1, 2] and split["g_differing_moves"] == [f"round 2, episode 1 ({seed})"]
+    path = tmp_path / "results.json"
+    figures = {"agent_generation": 4.0, "agent_generation_fp32": 2.5, "cpu_has_native_bf16": True}
+    record_speedup({**figures, **speedup_split("agent_generation", baseline, side)}, path)
+    recorded = json.loads(path.read_text())["speedup"]
+    assert recorded["agent_generation_same_moves"] == [1, 2] and recorded["agent_generation_reply_tokens"] == 2.0
+    assert "agent_generation_fp32_per_token" not in recorded, "a figure measured without its split records none"
 
 
 def test_the_baseline_worker_runs_on_the_baseline_revisions_own_agent_workload() -> None:

@@ -4,6 +4,7 @@ from the evidence file (and is not stale)."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 from dataclasses import replace
@@ -13,6 +14,7 @@ import pytest
 from test_agent_es import CONFIG as AGENT_CONFIG
 
 from coevo.cli import main as coevo
+from coevo.stats import poisson_binomial_p
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "experiments" / "evidence"
 sys.path.insert(0, str(EVIDENCE))
@@ -134,6 +136,7 @@ def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tiny_bp
     three runs have not all finished stays pending instead of entering a pair."""
     from coevo.evaluate.evaluator import Evaluator
     from coevo.run.store import RunStore
+    from tasks import get_task
 
     out = tmp_path / "grid"
     shutil.copytree(tiny_bpp_grid, out)
@@ -161,7 +164,12 @@ def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tiny_bp
     page = summary.bpp_section(record)
     assert "all three runs finished on seeds 0 (n = 1)" in page and "of which 0 to 0 had a direction" in page
     assert "With 1 paired seeds the exact test cannot give p below 1 " in page
-    assert f"| 0 | {eoh['val']:.2f} / {eoh['test']:.2f}, valid" in page and f"0/{figures['updates']} directed" in page
+    eoh_store = RunStore.open(bpp_pairs.Setting("bpp_online", "eoh", 24, 0).run_dir(out))
+    eoh_answer, _ = eoh_store.answer()
+    eoh_store.close()
+    marker = " (seed)" if eoh_answer.code == get_task("bpp_online").seed_code() else ""
+    assert f"| 0 | {eoh['val']:.2f} / {eoh['test']:.2f}{marker}, valid" in page
+    assert f"0/{figures['updates']} directed" in page
     coevo = record["runs"]["coevo"]["0"]
     assert f"Directed updates of the coevo runs, sorted: {coevo['directed_updates']} (the table gives" in page
 
@@ -208,7 +216,7 @@ def test_a_test_verdict_that_hit_a_time_limit_is_measured_again_and_a_still_inva
     assert record["pairs"] == measured["pairs"]
     page = summary.bpp_section(record)
     assert "- coevo seed 0 is left out of the test pairs, invalid on test: instance 1/3 (x): raised" in page
-    assert "coevo vs eoh, test gap: no seed to pair" in page and " / invalid, valid " in page
+    assert "coevo vs eoh, test gap: no seed to pair" in page and " / invalid" in page
 
 
 def test_runs_recorded_earlier_keep_their_figures_when_their_directories_are_gone(
@@ -376,7 +384,7 @@ def test_the_move_choice_reads_the_closing_moves_under_base_and_replayed_weights
     assert f"| run ({figures['updates']} updates) | {np.mean(figures['after']):.3f} |" in page
     moved = abs(np.mean(figures["after"]) - np.mean(record["base"]))
     assert f"The runs moved the mean by at most {moved:.4f}." in page
-    assert f"solves {sum(walker):.1f} of these 6 episodes on average." in page
+    assert f"solves {sum(walker):.1f} of these 6 episodes on average (its rate on each episode" in page
     capsys.readouterr()
     not_gridnav = bpp_pairs.Setting("bpp_online", "eoh+es", 24, 0).run_dir(tiny_bpp_grid)
     assert move_choice.main([str(not_gridnav), "--results", str(results)]) == 2
@@ -428,3 +436,156 @@ def test_runs_measured_against_different_base_sides_are_grouped_on_the_page() ->
     assert summary.base_sides_note(one_call) == ""
     page = summary.weights_effect_section({**one_call, "c/s1": entry(0.75)})
     assert "measured in 2 calls whose base answers differ: a/s0, b/s0 (50% valid); c/s1 (75% valid)." in page
+
+
+def test_the_walker_test_is_the_exact_binomial_one_when_every_episode_has_the_same_rate() -> None:
+    def binomial_two_sided(k: int, n: int, p: float) -> float:
+        mass = [math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(n + 1)]
+        return min(1.0, 2 * min(sum(mass[: k + 1]), sum(mass[k:])))
+
+    assert poisson_binomial_p(3, [0.5] * 10) == pytest.approx(binomial_two_sided(3, 10, 0.5))
+    assert poisson_binomial_p(14, [0.2] * 100) == pytest.approx(binomial_two_sided(14, 100, 0.2))
+    assert poisson_binomial_p(0, [0.0, 1.0]) == pytest.approx(0.0)  # the sure episode was lost
+    with pytest.raises(ValueError):
+        poisson_binomial_p(3, [0.5, 0.5])
+
+
+def agent_record(base: list[int], after: list[int], seeds: list[int]) -> dict:
+    """A trained agent run's evidence record on `seeds`."""
+    record = {"command": "c", "updates": "2 updates", "split": "test", "episode_seeds": seeds}
+    return {**record, "base": base, "after": after}
+
+
+def test_tests_on_the_same_episodes_are_corrected_together_and_the_page_says_what_survives() -> None:
+    """Three arms on the same 20 episodes and one on others: Holm within the three, and a fall that is
+    significant alone is restated as not significant after the correction."""
+    seeds, others = list(range(20)), list(range(100, 120))
+    fell = agent_record([1] * 12 + [0] * 8, [0] * 10 + [1] * 2 + [0] * 8, seeds)  # 10 lost, none gained
+    unchanged = agent_record([1] * 5 + [0] * 15, [1] * 5 + [0] * 15, seeds)
+    evidence = {
+        "gridnav": unchanged,
+        "gridnav_greedy": fell,
+        "gridnav_shared": {**unchanged, "after": [0] * 4 + [1] * 2 + [0] * 14},
+        "grpo": {**fell, "episode_seeds": others},
+    }
+    tests = summary.episode_tests(evidence)
+    corrected = summary.corrected_by_episodes(tests)
+    assert {name: c.family for name, c in corrected.items()} == {
+        "gridnav": 3,
+        "gridnav_greedy": 3,
+        "gridnav_shared": 3,
+        "grpo": 1,
+    }
+    raw = 2 * 0.5**10
+    assert corrected["gridnav_greedy"].raw == pytest.approx(raw) and corrected["grpo"].adjusted == pytest.approx(raw)
+    assert corrected["gridnav_greedy"].adjusted == pytest.approx(3 * raw)
+    page = summary.paired_episodes("T", fell, "t.png", corrected["gridnav_greedy"])
+    assert f"Holm-corrected over the 3 tests on these episodes, p = {3 * raw:.3g}" in page
+    assert "does not hold: success fell, at p < 0.05" in page, "0.0059 stays below 0.05 after the correction"
+    borderline = summary.Corrected(raw=0.0386, adjusted=0.116, family=3)
+    text = summary.paired_episodes("T", fell, "t.png", borderline)
+    assert "success fell at p < 0.05 before the correction, not after it" in text
+    assert "not re-scorable" in text
+
+
+def test_the_base_against_the_random_walker_is_tested_not_just_compared() -> None:
+    seeds = list(range(40))
+    record = {
+        "model": "m",
+        "env": "gridnav-dense",
+        "horizon": 2,
+        "split": "test",
+        "episode_seeds": seeds,
+        "chance": [0.5] * 40,
+        "base": [0.5] * 40,
+        "runs": {},
+        "random_walk_success": [0.25] * 40,
+    }
+    few = agent_record([1] * 7 + [0] * 33, [0] * 40, seeds)  # 7 of 40 against an expected 10
+    page = summary.move_choice_section(record, few)
+    assert "solved 7 (first section): fewer, not significantly at p < 0.05" in page
+    assert "The base weights' difference from chance is not significant at p < 0.05" in page
+    worse = summary.move_choice_section({**record, "base": [0.3] * 40}, few)
+    assert "The base weights choose worse than chance, at p < 0.05" in worse
+    p = poisson_binomial_p(7, [0.25] * 40)
+    assert f"p = {p:.3g})" in page
+    none = agent_record([0] * 40, [0] * 40, seeds)
+    assert "solved 0 (first section): significantly fewer" in summary.move_choice_section(record, none)
+    evidence = {"gridnav": none, "gridnav_move_choice": record}
+    corrected = summary.corrected_by_episodes(summary.episode_tests(evidence))
+    assert set(corrected) == {"gridnav", "walker", "move choice: base vs chance"}
+    assert "Holm" in summary.move_choice_section(record, none, corrected)
+
+
+def test_a_run_that_answers_the_seed_is_marked_and_the_archive_decides_what_is_re_scorable(tmp_path: Path) -> None:
+    import tarfile
+
+    def run(key: str, updates: int) -> dict:
+        return {"key": key, "val": 5.0, "test": 6.0, "valid_rate": 0.5, "updates": updates, "directed_updates": 0}
+
+    record = {
+        "command": bpp_pairs.COMMAND.format(budget=24, seeds="0 1"),
+        "seeds": [0, 1],
+        "runs": {
+            "eoh": {"0": run("seedkey", 0), "1": run("other", 0)},
+            "coevo": {"0": run("x", 3), "1": run("seedkey", 3)},
+        },
+    }
+    table = summary.bpp_runs_table(record, "seedkey")
+    assert "| 0 | 5.00 / 6.00 (seed), valid 50% | 5.00 / 6.00, valid 50%, 0/3 directed |" in table
+    assert "| 1 | 5.00 / 6.00, valid 50% | 5.00 / 6.00 (seed), valid 50%, 0/3 directed |" in table
+    stored = tmp_path / "bpp_evidence" / "runs" / "bpp_online" / "coevo" / "b24-s1"
+    stored.mkdir(parents=True)
+    (stored / "run.sqlite").write_bytes(b"")
+    archive = tmp_path / "runs.tar.xz"
+    with tarfile.open(archive, "w:xz") as packed:
+        packed.add(tmp_path / "bpp_evidence", arcname="bpp_evidence")
+    archived = summary.archived_runs(archive)
+    assert archived == {("bpp_evidence", "runs", "bpp_online", "coevo", "b24-s1")}
+    note = summary.archive_note(record, archived)
+    assert "(`tar -xJf` it into `runs/` to re-score them): coevo s1." in note
+    assert "Not archived (finished on earlier machines whose stores are gone): eoh s0, eoh s1, coevo s0;" in note
+    assert summary.is_archived(Path("/elsewhere") / "bpp_evidence/runs/bpp_online/coevo/b24-s1", archived)
+    assert not summary.is_archived(Path("/elsewhere/bpp_evidence/runs/bpp_online/coevo/b24-s0"), archived)
+    assert summary.archived_runs(tmp_path / "missing.tar.xz") == set()
+
+
+def test_the_speed_up_is_split_where_recorded_and_marked_pending_where_not() -> None:
+    measured = {"agent_generation": 4.37, "agent_generation_fp32": 2.65, "cpu_has_native_bf16": True}
+    lean = {"dtype": "float32", "lean_over_generate_batch1": 0.99, "lean_over_generate_batch8": 1.17}
+    decode = {summary.AGENT_MODEL: lean}
+    pending = summary.speed_section(measured, decode)
+    assert "as fast as before the lean decode loop" not in pending
+    assert pending.count("are pending") == 2
+    assert "runs 0.99x as fast as transformers' `generate` on one stream and 1.17x on a batch of 8" in pending
+    split = {
+        **measured,
+        "agent_generation_reply_tokens": 2.1,
+        "agent_generation_per_token": 2.08,
+        "agent_generation_same_moves": [15, 16],
+        "agent_generation_differing_moves": ["round 2, episode 3 (gridnav-H2/7)"],
+    }
+    page = summary.speed_section(split, decode)
+    assert "- dtype chosen from the CPU: 4.37x: the baseline decoded 2.10x as many tokens (shorter replies)" in page
+    assert "and this tree 2.08x as many tokens a second" in page
+    assert "same moves in 15 of 16 episodes (they differ in round 2, episode 3 (gridnav-H2/7))." in page
+    assert "- fp32 forced: 2.65x; its split" in page
+
+
+def test_a_change_in_the_valid_share_is_tested_paired_and_corrected_within_its_base_call() -> None:
+    def side(valid: list[bool]) -> dict:
+        samples = [{"valid": v, "gap_pct": 5.0 if v else None} for v in valid]
+        return {"valid_rate": sum(valid) / len(valid), "mean_gap_pct": 5.0, "samples": samples}
+
+    base = [False] * 8 + [True] * 8
+    entries = {
+        name: {"updates": 2, "directed_updates": 1, "samples": 16, "seed_gap_pct": 5.0}
+        | {"before": side(base), "after": side(after)}
+        for name, after in (("up", [True] * 16), ("same", base))
+    }
+    tests = summary.valid_change_tests(entries)
+    assert tests["up"].raw == pytest.approx(2 * 0.5**8) and tests["up"].adjusted == pytest.approx(4 * 0.5**8)
+    assert tests["same"].raw == 1.0 and tests["up"].family == 2
+    page = summary.weights_effect_section(entries)
+    assert "50% -> 100% (p = 0.00781, Holm 0.0156)" in page and "for up only" in page
+    assert page.count("| not archived |") == 2

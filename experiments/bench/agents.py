@@ -8,8 +8,13 @@ weights, every turn with the agent's sampling) in two worker processes: one on t
 git worktree of BASELINE_REV (transformers' `generate`, 64 tokens a turn, no stop at the end of the
 action). Rounds alternate the sides; `agent_generation` is the median per-round ratio of baseline
 seconds over this tree's seconds with the compute dtype chosen from the CPU, `agent_generation_fp32`
-the same with fp32 forced (the same runs where the CPU has no native bf16). It writes both into
-experiments/evidence/results.json under "speedup", keeping the file's other keys.
+the same with fp32 forced (the same runs where the CPU has no native bf16). Each ratio is split, per
+round, into `<figure>_reply_tokens` (tokens the baseline decoded over this tree's: the shorter replies)
+and `<figure>_per_token` (this tree's tokens/s over the baseline's), whose product it is; and
+`<figure>_same_moves` counts the episodes in which both sides made the same moves (each side's action
+texts replayed through this tree's environment, compared by the feedback each move got), with
+`<figure>_differing_moves` naming the others. It writes them into experiments/evidence/results.json
+under "speedup", keeping the file's other keys.
 
 Figures (targets in TARGETS), all on the same gridnav episodes (N members x E search seeds):
 - episode_throughput_ratio: episodes/s of one low-rank ES generation (ask, every turn of every
@@ -44,7 +49,7 @@ from coevo.es.engine import ESConfig, ESEngine
 from coevo.llm.base import AGENT_SAMPLING
 from coevo.llm.hf import HFBackend
 from coevo.workload import Member
-from tasks.agents import llm_policy, rollout
+from tasks.agents import llm_policy, make_env, rollout
 from tasks.agents.splits import split_seeds
 
 TARGETS: dict[str, tuple[str, float]] = {
@@ -160,7 +165,8 @@ def measure(settings: Settings) -> dict[str, float]:
 
 
 def run_worker(members: int, episodes: int, dtype: str | None) -> None:
-    """Serve one ES generation per line read from stdin, answering {"seconds", "tokens", "dtype"} lines.
+    """Serve one ES generation per line read from stdin, answering {"seconds", "tokens", "dtype", "moves"}
+    lines ("moves": per member and episode, the instance and the action texts of its turns).
 
     Runs against whichever coevo is first on the path (this tree, or the baseline's worktree), so it uses
     only what both have; generation g of every worker draws the same members from the same engine seed.
@@ -185,10 +191,16 @@ def run_worker(members: int, episodes: int, dtype: str | None) -> None:
         started = time.perf_counter()
         asked = engine.ask()
         refs = [WeightsRef.of("smollm2-135m", engine.step, p) for p in asked]
-        evaluations = workload.evaluate([Member("", ref) for ref in refs])
+        evaluations = workload.evaluate([Member("", ref) for ref in refs], traces=True)
         engine.tell(asked, [e.reward for e in evaluations])
         seconds = time.perf_counter() - started
-        answer = {"seconds": seconds, "tokens": counted["tokens"], "dtype": str(llm.model.dtype).removeprefix("torch.")}
+        moves = [[t.instance, [turn.action for turn in t.turns]] for e in evaluations for t in e.trajectories]
+        answer = {
+            "seconds": seconds,
+            "tokens": counted["tokens"],
+            "dtype": str(llm.model.dtype).removeprefix("torch."),
+            "moves": moves,
+        }
         print(json.dumps(answer), flush=True)
 
 
@@ -232,10 +244,12 @@ def speedup(settings: Settings, baseline_rev: str) -> dict[str, object]:
             for worker in sides.values():
                 worker.close()
     seconds = {name: [s["seconds"] for s in runs] for name, runs in samples.items()}
-    fp32 = seconds["fp32" if native else "auto"]
+    fp32 = "fp32" if native else "auto"
     figures = {
         **ratio_summary("agent_generation", seconds["baseline"], seconds["auto"]),
-        **ratio_summary("agent_generation_fp32", seconds["baseline"], fp32),
+        **ratio_summary("agent_generation_fp32", seconds["baseline"], seconds[fp32]),
+        **speedup_split("agent_generation", samples["baseline"], samples["auto"]),
+        **speedup_split("agent_generation_fp32", samples["baseline"], samples[fp32]),
     }
     return {
         "members": settings.members,
@@ -247,6 +261,33 @@ def speedup(settings: Settings, baseline_rev: str) -> dict[str, object]:
         **{f"{name}_tokens_per_s": [s["tokens"] / s["seconds"] for s in runs] for name, runs in samples.items()},
         **figures,
     }
+
+
+def speedup_split(figure: str, baseline: list[dict], side: list[dict]) -> dict[str, object]:
+    """`figure` (baseline seconds over `side`'s, round by round) as the product of the shorter replies
+    and the faster tokens, and whether both sides made the same moves in the same episodes."""
+    tokens_per_s = [[s["tokens"] / s["seconds"] for s in runs] for runs in (side, baseline)]
+    differing = [
+        f"round {round_}, episode {index} ({before[0]})"
+        for round_, (old, new) in enumerate(zip(baseline, side, strict=True), 1)
+        for index, (before, after) in enumerate(zip(old["moves"], new["moves"], strict=True), 1)
+        if move_feedback(*before) != move_feedback(*after)
+    ]
+    compared = sum(len(s["moves"]) for s in side)
+    return {
+        **ratio_summary(f"{figure}_reply_tokens", [s["tokens"] for s in baseline], [s["tokens"] for s in side]),
+        **ratio_summary(f"{figure}_per_token", *tokens_per_s),
+        f"{figure}_same_moves": [compared - len(differing), compared],
+        f"{figure}_differing_moves": differing,
+    }
+
+
+def move_feedback(instance: str, actions: list[str]) -> list[str]:
+    """What the environment answered each action of an episode of `instance` ("gridnav-H2/SEED"): the
+    move read from the text and its effect, so two texts that say the same move compare equal."""
+    env = make_env(ENV, HORIZON)
+    env.reset(int(instance.rsplit("/", 1)[1]))
+    return [env.step(action)[4]["feedback"] for action in actions]
 
 
 @contextlib.contextmanager
@@ -272,18 +313,19 @@ def _copy_built_extensions(source: Path, target: Path) -> None:
             (target / built.relative_to(source)).write_bytes(built.read_bytes())
 
 
+RECORDED_SPLIT = ("reply_tokens", "per_token", "same_moves", "differing_moves")
+"""What the evidence file keeps of each figure's split (`speedup_split`)."""
+
+
 def record_speedup(results: dict[str, object], path: Path = RESULTS) -> None:
-    """Merge the speed-ups into the evidence file, keeping whatever else it holds."""
-    merge(
-        "speedup",
-        {
-            **read("speedup", path),
-            "agent_generation": round(results["agent_generation"], 3),
-            "agent_generation_fp32": round(results["agent_generation_fp32"], 3),
-            "cpu_has_native_bf16": results["cpu_has_native_bf16"],
-        },
-        path,
-    )
+    """Merge the speed-ups and their splits into the evidence file, keeping whatever else it holds."""
+    recorded = {**read("speedup", path), "cpu_has_native_bf16": results["cpu_has_native_bf16"]}
+    for figure in ("agent_generation", "agent_generation_fp32"):
+        recorded[figure] = round(results[figure], 3)
+        for part in RECORDED_SPLIT:
+            if (value := results.get(f"{figure}_{part}")) is not None:
+                recorded[f"{figure}_{part}"] = round(value, 3) if isinstance(value, float) else value
+    merge("speedup", recorded, path)
 
 
 SPEEDUP_TARGETS: dict[str, tuple[str, float]] = {"agent_generation": (">=", 1.5), "agent_generation_fp32": (">=", 1.5)}

@@ -11,13 +11,44 @@ import argparse
 import json
 import re
 import sys
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from bpp_pairs import TASK as BPP_TASK
+from bpp_pairs import Setting
 from evidence_file import RESULTS
 
-from coevo.stats import WilcoxonResult, compare_paired, smallest_exact_p, wilcoxon_signed_rank, wilson_interval
+from coevo.candidate import Candidate
+from coevo.stats import (
+    WilcoxonResult,
+    compare_paired,
+    holm,
+    poisson_binomial_p,
+    smallest_exact_p,
+    wilcoxon_signed_rank,
+    wilson_interval,
+)
+from tasks import get_task
 
 PAGE = RESULTS.parent.parent / "RESULTS.md"
+ARCHIVE = RESULTS.parent / "bpp_runs.tar.xz"
+"""The archived run stores of the bpp_online grid (`bpp_pairs.py`), as `tar -cJf` packed its --out."""
+AGENT_MODEL = "smollm2-135m"
+"""The model `experiments/bench/agents.py --speedup` times."""
+PAIRED_RUNS = {
+    "gridnav": ("ES on gridnav: held-out success of SmolLM2-135M", "gridnav.png"),
+    "gridnav_greedy": ("ES on gridnav with greedy decoding", "gridnav_greedy.png"),
+    "gridnav_shared": ("ES on gridnav with shared sampling streams and mirrored pairs", "gridnav_shared.png"),
+    "grpo": ("GRPO at the same episodes", "grpo.png"),
+}
+"""The evidence keys of trained agent runs measured on held-out episodes: section title and plot."""
+NOT_ARCHIVED = (
+    "Its run store is not archived in the repo, so these figures are as recorded, not re-scorable"
+    " (rerunning the command trains afresh)."
+)
 
 HEADER = """# What coevo's evolution measurably changes
 
@@ -26,6 +57,10 @@ hold. The page is generated from [evidence/results.json](evidence/results.json) 
 `python experiments/evidence/summary.py`; the scripts that measure write that file. Other measured
 results: [bench](bench/RESULTS.md) (speed), [agents](agents/RESULTS.md), [skills](skills/RESULTS.md),
 [peers](peers/FINDINGS.md).
+
+Tests that read the same held-out episodes (or the same baseline runs) are Holm-corrected together, and
+a change is called significant only where its corrected p is below 0.05. Each section says whether the
+run stores behind its figures are archived in the repo, and so can be re-scored, or not.
 """
 
 BPP_GRID_POOL = 3
@@ -37,16 +72,126 @@ def rate(successes: int, n: int) -> str:
     return f"{successes}/{n} ({100 * successes / n:.1f}%, 95% CI {100 * low:.1f}-{100 * high:.1f}%)"
 
 
-def speed_section(speedup: dict[str, Any] | None) -> str:
+@dataclass(frozen=True)
+class Corrected:
+    """A test's p and its Holm-adjusted p among the `family` tests that share its data."""
+
+    raw: float
+    adjusted: float
+    family: int
+
+    def short(self) -> str:
+        return f"p = {self.raw:.3g}, Holm {self.adjusted:.3g}"
+
+
+def significant(raw: float, corrected: Corrected | None) -> bool:
+    """Below 0.05, judged on the corrected p where the test shares its data with others."""
+    return (corrected.adjusted if corrected else raw) < 0.05
+
+
+def success_test(record: dict[str, Any]) -> WilcoxonResult:
+    """Base against trained weights, paired by episode (on 0/1 outcomes: the exact McNemar test)."""
+    return wilcoxon_signed_rank([a - b for a, b in zip(record["after"], record["base"], strict=True)])
+
+
+def walker_p(record: dict[str, Any], sampled: dict[str, Any] | None) -> float | None:
+    """The base model's sampled successes (`sampled`, a gridnav run's record) against a random walker's
+    success rate on each of the same episodes (`record`, the move-choice record); None if they differ."""
+    if not sampled or sampled["episode_seeds"] != record["episode_seeds"]:
+        return None
+    return poisson_binomial_p(sum(sampled["base"]), record["random_walk_success"])
+
+
+def move_choice_tests(record: dict[str, Any]) -> dict[str, tuple[float, WilcoxonResult]]:
+    """The closing-move probability of base and trained weights against chance, and of each run's
+    against the base's: each test's shift of the mean and its signed-rank test, by name."""
+    tests = {"move choice: base vs chance": paired_shift(record["base"], record["chance"])}
+    for name, figures in record["runs"].items():
+        tests[f"move choice: {name} vs chance"] = paired_shift(figures["after"], record["chance"])
+        tests[f"move choice: {name} vs base"] = paired_shift(figures["after"], record["base"])
+    return tests
+
+
+def move_choice_es_test(record: dict[str, Any]) -> tuple[float, WilcoxonResult]:
+    """The held-out probability at the last generation against the first, paired by episode."""
+    return paired_shift(record["curve"][-1]["heldout"], record["curve"][0]["heldout"])
+
+
+def episode_tests(evidence: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], float]]:
+    """Every test the page makes on held-out agent episodes, by name: the episodes it reads and its p."""
+    tests = {
+        key: (tuple(evidence[key]["episode_seeds"]), success_test(evidence[key]).p_value)
+        for key in PAIRED_RUNS
+        if evidence.get(key)
+    }
+    if choice := evidence.get("gridnav_move_choice"):
+        seeds = tuple(choice["episode_seeds"])
+        if (p := walker_p(choice, evidence.get("gridnav"))) is not None:
+            tests["walker"] = (seeds, p)
+        tests |= {name: (seeds, test.p_value) for name, (_, test) in move_choice_tests(choice).items()}
+    if trained := evidence.get("gridnav_move_choice_es"):
+        tests["move choice ES"] = (tuple(trained["episode_seeds"]), move_choice_es_test(trained)[1].p_value)
+    return tests
+
+
+def corrected_by_episodes(tests: dict[str, tuple[tuple[int, ...], float]]) -> dict[str, Corrected]:
+    """Holm's correction within each family of tests that read the same episodes."""
+    families: dict[tuple[int, ...], dict[str, float]] = {}
+    for name, (seeds, p) in tests.items():
+        families.setdefault(seeds, {})[name] = p
+    return {
+        name: Corrected(family[name], adjusted, len(family))
+        for family in families.values()
+        for name, adjusted in holm(family).items()
+    }
+
+
+def speed_section(speedup: dict[str, Any] | None, decode: dict[str, Any] | None = None) -> str:
+    """The agent ES generation against the baseline revision, split into shorter replies and faster
+    tokens where that was recorded, and what the lean decode loop alone gives (`decode`)."""
     if not speedup:
         return "## Speed of the agent inner loop\n\nNot measured yet.\n"
     bf16 = "has" if speedup["cpu_has_native_bf16"] else "has no"
+    lines = [
+        "## Speed of the agent inner loop",
+        "",
+        f"An ES generation of the agent workload runs {speedup['agent_generation']:.2f}x as fast as at the"
+        f" baseline revision (fp32 forced: {speedup['agent_generation_fp32']:.2f}x), median of alternating rounds,"
+        f" on a CPU that {bf16} native bf16. The baseline precedes three changes: the compute dtype chosen from"
+        " the CPU, the stop at the end of the one-line action, and the lean decode loop. Command:"
+        " `python experiments/bench/agents.py --speedup`; details in [bench/RESULTS.md](bench/RESULTS.md). A"
+        " timing keeps no store to re-score: the command measures it again.",
+        "",
+    ]
+    for figure, name in (("agent_generation", "dtype chosen from the CPU"), ("agent_generation_fp32", "fp32 forced")):
+        lines.append(f"- {name}: " + split_sentence(speedup, figure))
+    if decode and AGENT_MODEL in decode:
+        lean = decode[AGENT_MODEL]
+        lines += [
+            "",
+            f"The lean decode loop alone, on the same tokens in the same dtype ({lean['dtype']}), runs"
+            f" {lean['lean_over_generate_batch1']:.2f}x as fast as transformers' `generate` on one stream and"
+            f" {lean['lean_over_generate_batch8']:.2f}x on a batch of 8 ({AGENT_MODEL}, Decode speed below): that,"
+            " not the ratios above, is what the loop is credited with.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def split_sentence(speedup: dict[str, Any], figure: str) -> str:
+    """One ratio as shorter replies times faster tokens, and whether both sides made the same moves."""
+    if f"{figure}_reply_tokens" not in speedup:
+        return (
+            f"{speedup[figure]:.2f}x; its split into shorter replies and faster tokens, and the check that both"
+            " sides make the same moves, are pending: not recorded when it was measured; the command now records"
+            " them (bench/RESULTS.md estimates the split from the ranges it printed)."
+        )
+    same, compared = speedup[f"{figure}_same_moves"]
+    differing = speedup.get(f"{figure}_differing_moves", [])
+    where = f" (they differ in {', '.join(differing)})" if differing else ""
     return (
-        "## Speed of the agent inner loop\n\n"
-        f"An ES generation of the agent workload runs {speedup['agent_generation']:.2f}x as fast as before the lean"
-        f" decode loop (fp32 forced: {speedup['agent_generation_fp32']:.2f}x), median of alternating rounds, on a"
-        f" CPU that {bf16} native bf16. Command: `python experiments/bench/agents.py --speedup`; details in"
-        " [bench/RESULTS.md](bench/RESULTS.md).\n"
+        f"{speedup[figure]:.2f}x: the baseline decoded {speedup[f'{figure}_reply_tokens']:.2f}x as many tokens"
+        f" (shorter replies) and this tree {speedup[f'{figure}_per_token']:.2f}x as many tokens a second (medians"
+        f" of the per-round ratios); both sides made the same moves in {same} of {compared} episodes{where}."
     )
 
 
@@ -80,23 +225,33 @@ def decode_section(decode: dict[str, Any] | None) -> str:
     )
 
 
-def paired_episodes(title: str, record: dict[str, Any] | None, plot: str) -> str:
+def success_verdict(rose: bool, raw: float, corrected: Corrected | None) -> str:
+    """Whether the claim that training raised success holds, judged on the corrected p where the test
+    shares its episodes with others; a change significant only before the correction is said as such."""
+    if significant(raw, corrected):
+        return "holds at p < 0.05" if rose else "does not hold: success fell, at p < 0.05"
+    if raw < 0.05:
+        return f"does not hold: success {'rose' if rose else 'fell'} at p < 0.05 before the correction, not after it"
+    return "does not hold at p < 0.05"
+
+
+def paired_episodes(title: str, record: dict[str, Any] | None, plot: str, corrected: Corrected | None = None) -> str:
     """Base against trained weights on the same held-out episodes: rates, the discordant pairs, the
-    paired test (exact where the pairs are few) and the curve."""
+    paired test (exact where the pairs are few), corrected with the tests that share the episodes, and
+    the curve."""
     if not record:
         return f"## {title}\n\nNot run yet.\n"
     base, after = record["base"], record["after"]
     n = len(after)
+    test = success_test(record)
     differences = [a - b for a, b in zip(after, base, strict=True)]
-    test = wilcoxon_signed_rank(differences)
     gained, lost = differences.count(1), differences.count(-1)
-    significant = test.p_value < 0.05
-    if significant and sum(after) > sum(base):
-        verdict = "holds at p < 0.05"
-    elif significant:
-        verdict = "does not hold: success fell, at p < 0.05"
-    else:
-        verdict = "does not hold at p < 0.05"
+    verdict = success_verdict(sum(after) > sum(base), test.p_value, corrected)
+    correction = (
+        f"; Holm-corrected over the {corrected.family} tests on these episodes, p = {corrected.adjusted:.3g}"
+        if corrected
+        else ""
+    )
     lines = [
         f"## {title}",
         "",
@@ -108,13 +263,14 @@ def paired_episodes(title: str, record: dict[str, Any] | None, plot: str) -> str
         f"| after training | {rate(sum(after), n)} |",
         "",
         f"Paired by episode: {gained} episodes solved only after training, {lost} only before; two-sided"
-        f" signed-rank p = {test.p_value:.3g} ({test.method}, n = {test.n}). The claim that training raised"
-        f" held-out success {verdict}.",
+        f" signed-rank p = {test.p_value:.3g} ({test.method}, n = {test.n}){correction}. The claim that training"
+        f" raised held-out success {verdict}.",
     ]
     curve = record.get("curve", [])
     if len(curve) > 2:
         points = ", ".join(f"{p['successes']}/{p['episodes']} at generation {p['generation']}" for p in curve)
         lines += ["", f"Held-out success along the run: {points}. Learning curve: [{plot}](evidence/{plot})."]
+    lines += ["", NOT_ARCHIVED]
     return "\n".join(lines) + "\n"
 
 
@@ -128,7 +284,8 @@ def tune_section(trials: list[dict[str, Any]] | None) -> str:
         rows.append(f"| {trial['number']} | {settings} | {measured} | {trial['state']} |")
     return (
         "### The settings search\n\n"
-        f"`{trials[0]['command']}`; each trial is worth its val success after training.\n\n" + "\n".join(rows) + "\n"
+        f"`{trials[0]['command']}`; each trial is worth its val success after training. The study's store is not"
+        " archived in the repo: these figures are as recorded, not re-scorable.\n\n" + "\n".join(rows) + "\n"
     )
 
 
@@ -139,67 +296,99 @@ def paired_shift(values: list[float], reference: list[float]) -> tuple[float, Wi
     return sum(differences) / len(differences), wilcoxon_signed_rank(differences)
 
 
-def move_choice_section(record: dict[str, Any] | None, sampled: dict[str, Any] | None = None) -> str:
+def p_text(raw: float, corrected: Corrected | None) -> str:
+    """A p as the page prints it: with its Holm-corrected value where the test shares its episodes."""
+    return corrected.short() if corrected else f"p = {raw:.3g}"
+
+
+def move_choice_section(
+    record: dict[str, Any] | None,
+    sampled: dict[str, Any] | None = None,
+    corrected: Mapping[str, Corrected] | None = None,
+) -> str:
     """The probability of a closing first move under chance, base and trained weights, paired by episode,
-    and a random walker's success beside the base model's (`sampled`: the gridnav run's record)."""
+    and a random walker's success beside the base model's (`sampled`: the gridnav run's record), each p
+    beside its Holm-corrected value (`corrected`, by test name) where the test shares its episodes."""
     if not record:
         return ""
+    corrected = corrected or {}
     chance, base = record["chance"], record["base"]
     n = len(base)
+    tests = move_choice_tests(record)
 
-    def against(values: list[float], reference: list[float]) -> str:
-        shift, test = paired_shift(values, reference)
-        return f"{shift:+.4f} (p = {test.p_value:.3g})"
+    def cell(name: str) -> str:
+        shift, test = tests[name]
+        return f"{shift:+.4f} ({p_text(test.p_value, corrected.get(name))})"
 
-    base_shift, base_test = paired_shift(base, chance)
     rows = [
         "| weights | mean probability of a closing move | against chance | against base |",
         "| --- | --- | --- | --- |",
         f"| chance (a move drawn at random) | {sum(chance) / n:.3f} | | |",
-        f"| base | {sum(base) / n:.3f} | {base_shift:+.4f} (p = {base_test.p_value:.3g}) | |",
+        f"| base | {sum(base) / n:.3f} | {cell('move choice: base vs chance')} | |",
     ]
     for name, figures in record["runs"].items():
-        after = figures["after"]
         rows.append(
-            f"| {name} ({figures['updates']} updates) | {sum(after) / n:.3f} | {against(after, chance)} |"
-            f" {against(after, base)} |"
+            f"| {name} ({figures['updates']} updates) | {sum(figures['after']) / n:.3f} |"
+            f" {cell(f'move choice: {name} vs chance')} | {cell(f'move choice: {name} vs base')} |"
         )
-    skill = (
-        "The base weights choose better than chance, at p < 0.05"
-        if base_test.p_value < 0.05 and base_shift > 0
-        else "The base weights choose no better than chance at p < 0.05: there is no reading of the coordinates"
-        " for ES to sharpen, only one to build"
-    )
+    base_shift, base_test = tests["move choice: base vs chance"]
+    base_corrected = corrected.get("move choice: base vs chance")
+    if significant(base_test.p_value, base_corrected):
+        skill = f"The base weights choose {'better' if base_shift > 0 else 'worse'} than chance, at p < 0.05"
+    else:
+        skill = (
+            "The base weights' difference from chance is not significant at p < 0.05: these figures show no"
+            " reading of the coordinates for ES to sharpen, only one to build"
+        )
     moved = max((abs(sum(f["after"]) - sum(base)) / n for f in record["runs"].values()), default=0.0)
-    walker = sum(record["random_walk_success"])
     rows += ["", f"{skill}. The runs moved the mean by at most {moved:.4f}."]
-    rows.append(
-        f"A walker that picks one of the four moves at random every turn (a valid move, no reading) solves"
-        f" {walker:.1f} of these {n} episodes on average"
+    rows.append(walker_sentence(record, sampled, corrected))
+    holm_note = (
+        f" Holm: the p corrected over the {base_corrected.family} tests this page makes on these episodes (the held-out"
+        " success of each run above, the walker and this section)."
+        if base_corrected
+        else ""
     )
-    if sampled and sampled["episode_seeds"] == record["episode_seeds"]:
-        solved = sum(sampled["base"])
-        than = "fewer than" if solved < walker else "as many as" if solved == walker else "more than"
-        rows[-1] += f"; the base model, sampling its replies, solved {solved} (first section), {than} the walker"
-    rows[-1] += "."
     return (
         "## Does the model prefer the move that closes in?\n\n"
         "`python experiments/evidence/move_choice.py RUN...` (each run named by its config in"
         f" experiments/evidence): at the first turn of the first {n} {record['split']} episodes of"
         f' {record["env"]} H={record["horizon"]}, the policy\'s prompt followed by "move", and the probability'
         f" {record['model']} gives each direction next, renormalised over the four (no sampling). Differences"
-        " of the means, with the two-sided signed-rank p paired by episode:\n\n" + "\n".join(rows) + "\n"
+        f" of the means, with the two-sided signed-rank p paired by episode.{holm_note} It reads the runs'"
+        " stores, which are not archived: not re-scorable from the repo.\n\n" + "\n".join(rows) + "\n"
     )
 
 
-def move_choice_es_section(record: dict[str, Any] | None) -> str:
+def walker_sentence(record: dict[str, Any], sampled: dict[str, Any] | None, corrected: Mapping[str, Corrected]) -> str:
+    """A random walker's expected successes, and the base model's against them where it played the same
+    episodes (exact Poisson-binomial test on the walker's per-episode rates)."""
+    n = len(record["random_walk_success"])
+    walker = sum(record["random_walk_success"])
+    sentence = (
+        f"A walker that picks one of the four moves at random every turn (a valid move, no reading) solves"
+        f" {walker:.1f} of these {n} episodes on average (its rate on each episode from random walks)"
+    )
+    p = walker_p(record, sampled)
+    if p is None:
+        return sentence + "."
+    solved = sum(sampled["base"])
+    than = "fewer" if solved < walker else "more" if solved > walker else "as many"
+    test = corrected.get("walker")
+    verdict = f"significantly {than}" if significant(p, test) else f"{than}, not significantly at p < 0.05"
+    return (
+        f"{sentence}; the base model, sampling its replies, solved {solved} (first section): {verdict}"
+        f" (exact two-sided test against the walker's rate on each episode, {p_text(p, test)})."
+    )
+
+
+def move_choice_es_section(record: dict[str, Any] | None, corrected: Corrected | None = None) -> str:
     """ES trained on the closing-move probability itself: its held-out curve, last against first."""
     if not record:
         return ""
     curve = record["curve"]
-    first, last = curve[0]["heldout"], curve[-1]["heldout"]
-    n = len(first)
-    shift, test = paired_shift(last, first)
+    n = len(curve[0]["heldout"])
+    shift, test = move_choice_es_test(record)
     points = ", ".join(f"{sum(p['heldout']) / n:.3f} at generation {p['generation']}" for p in curve)
     settings = record["settings"]
     return (
@@ -208,12 +397,58 @@ def move_choice_es_section(record: dict[str, Any] | None) -> str:
         f" members (rank {settings['rank']}), sigma {settings['sigma']:g}, alpha {settings['alpha']:g}:"
         f" `{record['command']}`. Held-out mean on the same {n} {record['split']} episodes: {points};"
         f" last against first, paired by episode, {shift:+.4f}"
-        f" (two-sided signed-rank p = {test.p_value:.3g}).\n"
+        f" (two-sided signed-rank {p_text(test.p_value, corrected)}). The script keeps no run store; the command"
+        " measures it afresh.\n"
     )
 
 
-def bpp_section(record: dict[str, Any] | None) -> str:
-    """Each ES arm against eoh of the same seed, on the gap of the run's answer (lower is better)."""
+def archived_runs(archive: Path = ARCHIVE) -> set[tuple[str, ...]]:
+    """The run directories whose stores `archive` holds, as path parts (the grid's --out name first)."""
+    if not archive.exists():
+        return set()
+    with tarfile.open(archive) as packed:
+        return {Path(name).parent.parts for name in packed.getnames() if Path(name).name == "run.sqlite"}
+
+
+def is_archived(run_dir: Path, archived: set[tuple[str, ...]]) -> bool:
+    """Whether `run_dir` (wherever it was measured) ends with one of the archived run directories."""
+    return any(run_dir.parts[-len(parts) :] == parts for parts in archived)
+
+
+def grid_run_dirs(record: dict[str, Any]) -> dict[tuple[str, int], Path]:
+    """Each (arm, seed) of the bpp grid's record and its run directory under the grid's --out name."""
+    budget = int(re.search(r"--budgets (\d+)", record["command"])[1])
+    out = Path(Path(re.search(r"--out (\S+)", record["command"])[1]).name)
+    return {
+        (arm, seed): Setting(task=BPP_TASK, budget=budget, method=arm, seed=seed).run_dir(out)
+        for arm in record["runs"]
+        for seed in record["seeds"]
+    }
+
+
+def seed_key(task: str) -> str:
+    """The key of the task's seed heuristic: a run whose answer has it answered the seed unchanged."""
+    return Candidate(code=get_task(task).seed_code(), thought="", operator="library", generation=0).key
+
+
+def archive_note(record: dict[str, Any], archived: set[tuple[str, ...]]) -> str:
+    """Which of the grid's runs can be re-scored from the archive, and which keep recorded figures only."""
+    runs = grid_run_dirs(record)
+    kept = [f"{arm} s{seed}" for (arm, seed), run_dir in runs.items() if is_archived(run_dir, archived)]
+    lost = [f"{arm} s{seed}" for (arm, seed), run_dir in runs.items() if not is_archived(run_dir, archived)]
+    note = f"Run stores archived in `experiments/evidence/{ARCHIVE.name}`"
+    note += f" (`tar -xJf` it into `runs/` to re-score them): {', '.join(kept) or 'none'}."
+    if lost:
+        note += (
+            f" Not archived (finished on earlier machines whose stores are gone): {', '.join(lost)}; their"
+            " figures are as recorded there, not re-scorable from the repo."
+        )
+    return note
+
+
+def bpp_section(record: dict[str, Any] | None, archived: set[tuple[str, ...]] | None = None) -> str:
+    """Each ES arm against eoh of the same seed, on the gap of the run's answer (lower is better); the
+    comparisons share eoh's runs, so their p are also given Holm-corrected together."""
     title = "## Co-evolution against prompt-only on bpp_online"
     if not record or not record["seeds"]:
         pending = f" ({len(record['pending'])} seeds under way)" if record else ""
@@ -226,9 +461,7 @@ def bpp_section(record: dict[str, Any] | None) -> str:
         f" at least {record['updates']} ES updates per ES run, of which"
         f" {min(record['directed_updates'])} to {max(record['directed_updates'])} had a direction (members whose"
         " rewards all tie make a zero step). Each run's answer is its finalists' best on val;"
-        " a win is a lower gap than eoh's on the same seed. The last machine's run stores are in"
-        " `experiments/evidence/bpp_runs.tar.xz` (unpack it into `runs/` to re-score them); runs finished on"
-        " earlier machines keep the figures recorded there.",
+        " a win is a lower gap than eoh's on the same seed.",
         "",
     ]
     if (seeds := len(record["seeds"])) < 6:
@@ -237,13 +470,24 @@ def bpp_section(record: dict[str, Any] | None) -> str:
             " so no result here can be significant at p < 0.05; the wins, ties and losses carry the finding.",
             "",
         ]
-    for split, key in (("val", "pairs"), ("test", "test_pairs")):
-        for name, pairs in record[key].items():
-            verdict = compare_paired([b - a for a, b in pairs]).sentence() if pairs else "no seed to pair"
-            lines.append(f"- {name}, {split} gap: {verdict}")
+    paired = {
+        f"{name}, {split} gap": pairs
+        for split, key in (("val", "pairs"), ("test", "test_pairs"))
+        for name, pairs in record[key].items()
+    }
+    comparisons = {name: compare_paired([b - a for a, b in pairs]) for name, pairs in paired.items() if pairs}
+    adjusted = holm({name: c.test.p_value for name, c in comparisons.items()})
+    for name in paired:
+        verdict = (
+            f"{comparisons[name].sentence()}; Holm-corrected over the {len(comparisons)} comparisons, which share"
+            f" eoh's runs: p = {adjusted[name]:.3g}"
+            if name in comparisons
+            else "no seed to pair"
+        )
+        lines.append(f"- {name}: {verdict}")
     for run, reason in record["invalid_on_test"].items():
         lines.append(f"- {run} is left out of the test pairs, invalid on test: {reason}")
-    lines += ["", bpp_runs_table(record)]
+    lines += ["", bpp_runs_table(record, seed_key(BPP_TASK)), "", archive_note(record, archived or set())]
     if "coevo" in record["runs"]:
         lines += ["", coevo_credit_note(record)]
     if record["pending"]:
@@ -266,22 +510,27 @@ def coevo_credit_note(record: dict[str, Any]) -> str:
     )
 
 
-def bpp_runs_table(record: dict[str, Any]) -> str:
-    """Per seed and arm: the answer's val and test gap, the valid share of what the model wrote, and for
-    the ES arms the updates that had a direction out of all."""
+def bpp_runs_table(record: dict[str, Any], seed: str) -> str:
+    """Per seed and arm: the answer's val and test gap, marked where it is the seed heuristic unchanged
+    (its key is `seed`), the valid share of what the model wrote, and for the ES arms the updates that
+    had a direction out of all."""
     arms = list(record["runs"])
     rows = ["| seed | " + " | ".join(arms) + " |", "| --- |" + " --- |" * len(arms)]
-    for seed in record["seeds"]:
+    for number in record["seeds"]:
         cells = []
         for arm in arms:
-            run = record["runs"][arm][str(seed)]
+            run = record["runs"][arm][str(number)]
             test = "invalid" if run["test"] is None else f"{run['test']:.2f}"
-            cell = f"{run['val']:.2f} / {test}, valid {run['valid_rate']:.0%}"
+            cell = f"{run['val']:.2f} / {test}{' (seed)' if run['key'] == seed else ''}, valid {run['valid_rate']:.0%}"
             if run["updates"]:
                 cell += f", {run['directed_updates']}/{run['updates']} directed"
             cells.append(cell)
-        rows.append(f"| {seed} | " + " | ".join(cells) + " |")
-    return "Gap % on val / test of each run's answer:\n\n" + "\n".join(rows)
+        rows.append(f"| {number} | " + " | ".join(cells) + " |")
+    return (
+        "Gap % on val / test of each run's answer; (seed): the answer is the task's seed heuristic unchanged"
+        " (its key, the hash of its code, is the seed's), so no finalist the run wrote beat the seed on val:\n\n"
+        + "\n".join(rows)
+    )
 
 
 def mean_gap(side: dict[str, Any]) -> str:
@@ -297,45 +546,80 @@ def against_seed(side: dict[str, Any], seed_gap: float) -> str:
     )
 
 
-def weights_effect_section(entries: dict[str, Any] | None) -> str:
+def valid_change_tests(entries: dict[str, Any]) -> dict[str, Corrected]:
+    """Per run, the exact paired test of its valid answers against the base side's (the same sampling
+    seeds: on 0/1 outcomes the exact McNemar test), Holm-corrected among the runs compared with the same
+    base answers."""
+    tests: dict[str, Corrected] = {}
+    for names in base_groups(entries):
+        raw = {}
+        for name in names:
+            before, after = entries[name]["before"]["samples"], entries[name]["after"]["samples"]
+            raw[name] = wilcoxon_signed_rank(
+                [int(a["valid"]) - int(b["valid"]) for b, a in zip(before, after, strict=True)]
+            ).p_value
+        tests |= {name: Corrected(raw[name], adjusted, len(raw)) for name, adjusted in holm(raw).items()}
+    return tests
+
+
+def weights_effect_section(entries: dict[str, Any] | None, archived: set[tuple[str, ...]] | None = None) -> str:
     """Same prompts and sampling seeds under base and trained weights (`weights_effect.py`)."""
     if not entries:
         return ""
     rows = [
-        "| run | updates (directed) | valid code | better / as / worse than the seed | mean search gap %"
-        " | answers scored differently |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| run | updates (directed) | valid code (paired p, Holm-corrected) | better / as / worse than the seed"
+        " | mean search gap % | answers scored differently | run store |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
+    valid_tests = valid_change_tests(entries)
     for name, figures in entries.items():
         before, after = figures["before"], figures["after"]
         gaps = " -> ".join(mean_gap(side) for side in (before, after))
         seed = " -> ".join(against_seed(side, figures["seed_gap_pct"]) for side in (before, after))
         changed = sum(b != a for b, a in zip(before["samples"], after["samples"], strict=True))
+        stored = "run" in figures and is_archived(Path(figures["run"]), archived or set())
+        store = "archived" if stored else "not archived"
         rows.append(
             f"| {name} | {figures['updates']} ({figures['directed_updates']}) |"
-            f" {before['valid_rate']:.0%} -> {after['valid_rate']:.0%} | {seed} | {gaps} |"
-            f" {changed} of {figures['samples']} |"
+            f" {before['valid_rate']:.0%} -> {after['valid_rate']:.0%} ({valid_tests[name].short()}) | {seed} |"
+            f" {gaps} |"
+            f" {changed} of {figures['samples']} | {store} |"
         )
     samples = next(iter(entries.values()))["samples"]
+    moved = [name for name, test in valid_tests.items() if significant(test.raw, test)]
+    verdict = (
+        f"the change is significant at p < 0.05 after the correction for {', '.join(moved)} only"
+        if moved
+        else "no run's change is significant at p < 0.05 after the correction"
+    )
     return (
         "\n### What the weights changed\n\n"
         f"`python experiments/evidence/weights_effect.py RUN...`: {samples} answers to the m1 and m2 prompts on"
         " the seed heuristic, the same sampling seeds under the base weights and under each run's replayed"
         " weights. An answer that scores as the seed is the seed rewritten; the mean gap is the valid answers'"
-        f" mean, which one poor answer moves.{base_sides_note(entries)}\n\n" + "\n".join(rows) + "\n"
+        " mean, which one poor answer moves. The valid share's p is the exact paired test (McNemar) of each"
+        " run's answers against the base answers of its call, Holm-corrected among the runs that share those"
+        f" base answers: {verdict}.{base_sides_note(entries)}"
+        " A run whose store is not archived can be measured again only where its store is.\n\n"
+        + "\n".join(rows)
+        + "\n"
     )
+
+
+def base_groups(entries: dict[str, Any]) -> list[list[str]]:
+    """The runs grouped by the base answers they were compared with (one group per measuring call)."""
+    bases: dict[str, list[str]] = {}
+    for name, figures in entries.items():
+        bases.setdefault(json.dumps(figures["before"], sort_keys=True), []).append(name)
+    return list(bases.values())
 
 
 def base_sides_note(entries: dict[str, Any]) -> str:
     """Where runs were measured in calls whose base answers differ, which runs share which base."""
-    bases: dict[str, list[str]] = {}
-    for name, figures in entries.items():
-        bases.setdefault(json.dumps(figures["before"], sort_keys=True), []).append(name)
+    bases = base_groups(entries)
     if len(bases) < 2:
         return ""
-    groups = "; ".join(
-        f"{', '.join(names)} ({entries[names[0]]['before']['valid_rate']:.0%} valid)" for names in bases.values()
-    )
+    groups = "; ".join(f"{', '.join(names)} ({entries[names[0]]['before']['valid_rate']:.0%} valid)" for names in bases)
     return (
         f" The runs were measured in {len(bases)} calls whose base answers differ: {groups}. A call on another"
         " machine can draw other base texts from the same fp32 weights (its CPU's float kernels round"
@@ -365,31 +649,34 @@ def answer_format_section(record: dict[str, Any] | None) -> str:
         "\n### The operators' answer format\n\n"
         f"`{record['command']}`: {n} answers of {record['model']} to m1 and m2 on the {record['task']} seed"
         f" heuristic (search gap {record['seed_gap_pct']:.2f}%), the same prompts and sampling streams under"
-        " each format.\n\n" + "\n".join(rows) + "\n\n"
+        " each format. No run store: the command measures it afresh from the shipped model.\n\n"
+        + "\n".join(rows)
+        + "\n\n"
         f"Paired by answer: {differences.count(1)} usable only under the current format,"
         f" {differences.count(-1)} only under the former; two-sided signed-rank p = {test.p_value:.3g}"
         f" ({test.method}, n = {test.n}).\n"
     )
 
 
-def render(evidence: dict[str, Any]) -> str:
-    gridnav = paired_episodes("ES on gridnav: held-out success of SmolLM2-135M", evidence.get("gridnav"), "gridnav.png")
+def render(evidence: dict[str, Any], archived: set[tuple[str, ...]] | None = None) -> str:
+    """The page; `archived` (default: the archive's run directories) decides which runs are re-scorable."""
+    archived = archived_runs() if archived is None else archived
+    corrected = corrected_by_episodes(episode_tests(evidence))
+    agent_runs = [
+        paired_episodes(title, evidence.get(key), plot, corrected.get(key))
+        for key, (title, plot) in PAIRED_RUNS.items()
+    ]
+    if evidence.get("gridnav_tune"):
+        agent_runs[0] += "\n" + tune_section(evidence["gridnav_tune"])
     return "\n".join(
         [
             HEADER,
-            speed_section(evidence.get("speedup")) + decode_section(evidence.get("decode")),
-            gridnav + ("\n" + tune_section(evidence.get("gridnav_tune")) if evidence.get("gridnav_tune") else ""),
-            paired_episodes("ES on gridnav with greedy decoding", evidence.get("gridnav_greedy"), "gridnav_greedy.png"),
-            paired_episodes(
-                "ES on gridnav with shared sampling streams and mirrored pairs",
-                evidence.get("gridnav_shared"),
-                "gridnav_shared.png",
-            ),
-            paired_episodes("GRPO at the same episodes", evidence.get("grpo"), "grpo.png"),
-            move_choice_section(evidence.get("gridnav_move_choice"), evidence.get("gridnav"))
-            + move_choice_es_section(evidence.get("gridnav_move_choice_es")),
-            bpp_section(evidence.get("bpp_online"))
-            + weights_effect_section(evidence.get("ahd_weights_effect"))
+            speed_section(evidence.get("speedup"), evidence.get("decode")) + decode_section(evidence.get("decode")),
+            *agent_runs,
+            move_choice_section(evidence.get("gridnav_move_choice"), evidence.get("gridnav"), corrected)
+            + move_choice_es_section(evidence.get("gridnav_move_choice_es"), corrected.get("move choice ES")),
+            bpp_section(evidence.get("bpp_online"), archived)
+            + weights_effect_section(evidence.get("ahd_weights_effect"), archived)
             + answer_format_section(evidence.get("answer_format")),
         ]
     )
