@@ -1,10 +1,10 @@
 """The OpenAI chat-completions wire format as `coevo serve` speaks it: request bodies in, reply bodies
 and server-sent-event chunks out.
 
-Plain functions over JSON-ready dicts, so the HTTP transport stays thin and the format is checked on
-its own. A request may ask for `n` choices: choice 0 samples with the request's own seed (so `n=1` and
-the first of `n` choices agree), choice i > 0 with `request_seed(seed, i)`, so every choice is its own
-reproducible stream. A streamed reply carries the same choices as chunks (`chat.completion.chunk`,
+Plain functions (and one chunk writer) over JSON-ready dicts, so the HTTP transport stays thin and the
+format is checked on its own. A request may ask for `n` choices: choice 0 samples with the request's own
+seed (so `n=1` and the first of `n` choices agree), choice i > 0 with `request_seed(seed, i)`, so every
+choice is its own reproducible stream. A streamed reply carries the same choices as chunks (`chat.completion.chunk`,
 written by `ChunkWriter`), ends with `data: [DONE]`, and with `stream_options.include_usage` has a
 last chunk holding the usage and no choices.
 """
