@@ -7,6 +7,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,21 @@ def test_group_advantages_normalise_each_run_of_consecutive_rollouts():
     advantages = group_advantages(torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]), 4)
     assert torch.allclose(advantages[:4], torch.tensor([1.0, -1.0, 1.0, -1.0]) * 0.5 / (0.57735 + 1e-4), atol=1e-4)
     assert torch.equal(advantages[4:], torch.zeros(4)), "a group that all succeeded teaches nothing"
+
+
+def test_setting_up_grpo_warns_of_nothing_and_keeps_activation_checkpointing_off(tmp_path: Path, one_torch_thread):
+    """transformers deprecates `gradient_checkpointing` (TRL's default: on) for `activation_checkpointing`."""
+    pytest.importorskip("trl", reason="the 'rl' extra (trl) is not installed")
+    from tiny_lm import build_terse_tiny_agent
+
+    from coevo.rl.grpo_stepper import GRPOSettings, GRPOStepper
+
+    llm = build_terse_tiny_agent()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stepper = GRPOStepper(llm, "gridnav", 2, 2, tmp_path, GRPOSettings(num_generations=4), seed=0)
+    assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []
+    assert stepper.trainer.args.activation_checkpointing is False and not stepper.trainer.args.gradient_checkpointing
 
 
 @pytest.mark.slow

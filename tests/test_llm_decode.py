@@ -63,6 +63,22 @@ def test_a_shared_prefix_is_reused_only_under_the_same_weights() -> None:
     assert perturbed != outcome(reference, later)
 
 
+def test_listeners_get_each_rows_text_in_deltas_that_join_to_its_answer() -> None:
+    lean, reference = tiny_pair()
+    items = [(conversation(ask), sampling) for ask, sampling in zip(ASKS, SETTINGS, strict=True)]
+    for backend in (lean, reference):
+        deltas: list[list[str]] = [[] for _ in items]
+        listeners = [row.append for row in deltas[:-1]] + [None]  # the last request is not streamed
+        completions = backend.generate_each(items, listeners)
+        assert ["".join(row) for row in deltas[:-1]] == [c.text for c in completions[:-1]]
+        assert deltas[-1] == [] and [c.text for c in completions] == [c.text for c in backend.generate_each(items)]
+        pieces = [len(row) for row in deltas[:-1]]
+        if backend is reference:  # transformers' generate gives the text once the batch is done
+            assert pieces == [1 if c.text else 0 for c in completions[:-1]]
+        else:  # the lean loop, a token at a time
+            assert sum(pieces) > 2 * len(pieces)
+
+
 def test_an_unknown_decode_loop_is_refused() -> None:
     tokenizer = build_tiny_tokenizer()
     with pytest.raises(ValueError, match="decode must be"):

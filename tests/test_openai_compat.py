@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -82,9 +83,9 @@ def batch_sizes(backend: HFBackend, monkeypatch: pytest.MonkeyPatch) -> list[int
     sizes: list[int] = []
     real = backend.generate_each
 
-    def recording(items):  # type: ignore[no-untyped-def]
+    def recording(items, *listeners):  # type: ignore[no-untyped-def]
         sizes.append(len(items))
-        return real(items)
+        return real(items, *listeners)
 
     monkeypatch.setattr(backend, "generate_each", recording)
     return sizes
@@ -405,7 +406,12 @@ def test_a_stream_is_server_sent_events_ending_in_done(server: ChatServer, backe
         events = [line for line in response.iter_lines() if line]
     assert all(line.startswith("data: ") for line in events)
     assert events[-1] == "data: [DONE]"
-    assert [json.loads(line[len("data: ") :])["object"] for line in events[:-1]] == ["chat.completion.chunk"] * 2
+    chunks = [json.loads(line[len("data: ") :]) for line in events[:-1]]
+    assert {chunk["object"] for chunk in chunks} == {"chat.completion.chunk"}
+    first, *contents, last = [chunk["choices"][0] for chunk in chunks]
+    assert first["delta"] == {"role": "assistant", "content": ""} and first["finish_reason"] is None
+    assert len(contents) <= 3 and all(set(c["delta"]) == {"content"} for c in contents)  # a token a chunk
+    assert last["delta"] == {} and last["finish_reason"] in ("stop", "length")
 
 
 def test_n_choices_are_one_batch_each_on_its_own_seed(
@@ -429,6 +435,70 @@ def test_n_choices_are_one_batch_each_on_its_own_seed(
     assert reply.usage.prompt_tokens == single.usage.prompt_tokens
     assert reply.usage.completion_tokens == sum(c.completion_tokens for c in expected)
     assert after["requests"] - before["requests"] == 3
+
+
+@contextmanager
+def _slow_steps(backend: HFBackend, seconds: float) -> Iterator[None]:
+    """Every forward pass of the backend's model takes at least `seconds` longer: a decode long enough
+    that 'the first token arrived before the last' is not a matter of timing noise."""
+    handle = backend.model.register_forward_hook(lambda *_: time.sleep(seconds))
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def _timed_stream(client, **asked) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
+    """(seconds since the request, text) of each content chunk of a streamed answer."""
+    started = time.perf_counter()
+    return [
+        (time.perf_counter() - started, chunk.choices[0].delta.content)
+        for chunk in client.chat.completions.create(**asked, stream=True)
+        if chunk.choices and chunk.choices[0].delta.content
+    ]
+
+
+def test_a_streamed_answer_arrives_token_by_token_while_it_is_decoded(server: ChatServer, backend: HFBackend) -> None:
+    client = _openai_client(server)
+    step_s = 0.05
+    asked = {"model": backend.name, "messages": COUNT, "max_tokens": 12, "temperature": 1.0, "seed": 4}
+    whole = client.chat.completions.create(**asked)
+    with _slow_steps(backend, step_s):
+        contents = _timed_stream(client, **asked)
+    assert "".join(text for _, text in contents) == whole.choices[0].message.content
+    assert len(contents) >= 4  # one chunk per visible token, not one for the whole answer
+    (first, _), (last, _) = contents[0], contents[-1]
+    assert last - first > step_s * (len(contents) - 1) / 2  # each came a decode step after the one before
+
+
+def test_concurrent_streams_share_a_batch_and_each_gets_its_own_answer(
+    server: ChatServer, backend: HFBackend, batch_sizes: list[int]
+) -> None:
+    client = _openai_client(server)
+    asks = [
+        {"model": backend.name, "messages": messages, "max_tokens": 8, "temperature": 1.0, "seed": 21}
+        for messages in (CAT, COUNT)
+    ]
+    with _slow_steps(backend, 0.01), ThreadPoolExecutor(2) as pool:
+        streamed = list(pool.map(lambda asked: "".join(text for _, text in _timed_stream(client, **asked)), asks))
+    assert max(batch_sizes) == 2  # the two streams were decoded together
+    assert streamed == [client.chat.completions.create(**asked).choices[0].message.content for asked in asks]
+
+
+def test_a_generation_failure_ends_a_stream_with_an_error_event(
+    server: ChatServer, backend: HFBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(items, listeners=None):  # type: ignore[no-untyped-def]
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(backend, "generate_each", failing)
+    body = {"model": backend.name, "messages": CAT, "max_tokens": 3, "stream": True}
+    with httpx.stream("POST", f"{server.url}/chat/completions", json=body, timeout=60) as response:
+        events = [json.loads(line[len("data: ") :]) for line in response.iter_lines() if line]
+    assert events[-1]["error"]["message"] == "generation failed: RuntimeError: out of memory"
+    assert not any(choice["finish_reason"] for event in events[:-1] for choice in event["choices"])
+    with pytest.raises(Exception, match="out of memory"):  # the openai client raises on the event
+        list(_openai_client(server).chat.completions.create(**{**body, "stream": True}))
 
 
 def test_n_choices_stream_by_index(server: ChatServer, backend: HFBackend) -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -237,6 +239,26 @@ def test_a_cluster_address_nobody_listens_on_exits_2_before_anything_loads(tmp_p
     err = capsys.readouterr().err.strip()
     assert err.startswith("coevo: error: cannot reach the Ray cluster at 127.0.0.1:1: ") and "\n" not in err
     assert not (tmp_path / "r").exists()
+
+
+@needs_ray
+@pytest.mark.slow
+def test_starting_a_local_ray_instance_prints_no_token_auth_notice(tmp_path: Path):
+    """Ray announces on every ray.init that it kept token authentication on; coevo keeps it on, quietly."""
+    config = write_config(tmp_path, 8)
+    code = (
+        "import ray, pathlib; from coevo.run.config import load_config; from coevo.run.ray_executor import RayExecutor; "
+        f"RayExecutor(load_config(pathlib.Path({str(config)!r})), workers=1); ray.shutdown()"
+    )
+    ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
+    env |= {"RAY_TMPDIR": ray_dir, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))}
+    try:
+        started = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    finally:
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    assert started.returncode == 0, started.stderr
+    assert "Token authentication" not in started.stderr
 
 
 def test_importing_coevo_does_not_import_ray():

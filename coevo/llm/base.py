@@ -4,14 +4,14 @@ LLM that builds the `WeightsHost` over its own weights, where an ES engine's dec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from coevo.es.protocols import WeightsHost
 from coevo.llm.seeds import request_seed
 
-__all__ = ["LLM", "Completion", "Message", "SamplingParams", "WeightsBackend", "WeightsHost"]
+__all__ = ["LLM", "Completion", "Message", "SamplingParams", "TextListener", "WeightsBackend", "WeightsHost"]
 
 
 @runtime_checkable
@@ -32,6 +32,9 @@ class WeightsBackend(Protocol):
 
 Message = dict[str, str]
 """One chat message: {"role": "system" | "user" | "assistant", "content": str}."""
+
+TextListener = Callable[[str], None]
+"""Receives each new piece of one answer's text as it is decoded, in order, on the decoding thread."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from coevo.llm.base import Completion, Message, SamplingParams
+from coevo.llm.base import Completion, Message, SamplingParams, TextListener
 
 if TYPE_CHECKING:  # torch is heavy: imported only when a model is actually served
     from coevo.llm.hf import HFBackend
@@ -28,6 +28,7 @@ class _Pending:
     messages: Sequence[Message]
     sampling: SamplingParams
     result: Future[Completion]
+    listener: TextListener | None
 
 
 class DynamicBatcher:
@@ -50,9 +51,13 @@ class DynamicBatcher:
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._worker: threading.Thread | None = None
 
-    def submit(self, messages: Sequence[Message], sampling: SamplingParams) -> Future[Completion]:
-        """Queue one request; its future resolves when its batch is done."""
-        pending = _Pending(messages, sampling, Future())
+    def submit(
+        self, messages: Sequence[Message], sampling: SamplingParams, listener: TextListener | None = None
+    ) -> Future[Completion]:
+        """Queue one request; its future resolves when its batch is done. `listener`, if given, receives
+        the answer's text in deltas as it is decoded (on the batching thread), all of it before the
+        future resolves."""
+        pending = _Pending(messages, sampling, Future(), listener)
         self._queue.put(pending)
         return pending.result
 
@@ -73,7 +78,9 @@ class DynamicBatcher:
             batch, closing = self._collect(first)
             log.debug("generating a batch of %d", len(batch))
             try:
-                completions = self.backend.generate_each([(p.messages, p.sampling) for p in batch])
+                completions = self.backend.generate_each(
+                    [(p.messages, p.sampling) for p in batch], [p.listener for p in batch]
+                )
             except Exception as exc:  # one bad batch must not kill the server: every waiter gets the error
                 log.exception("generation failed")
                 for pending in batch:

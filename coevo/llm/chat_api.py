@@ -1,12 +1,12 @@
 """The OpenAI chat-completions wire format as `coevo serve` speaks it: request bodies in, reply bodies
 and server-sent-event chunks out.
 
-Plain functions over JSON-ready dicts, so the HTTP transport stays thin and the format is checked on
-its own. A request may ask for `n` choices: choice 0 samples with the request's own seed (so `n=1` and
-the first of `n` choices agree), choice i > 0 with `request_seed(seed, i)`, so every choice is its own
-reproducible stream. A streamed reply carries the same choices as chunks (`chat.completion.chunk`),
-ends with `data: [DONE]`, and with `stream_options.include_usage` has a last chunk holding the usage
-and no choices.
+Plain functions (and one chunk writer) over JSON-ready dicts, so the HTTP transport stays thin and the
+format is checked on its own. A request may ask for `n` choices: choice 0 samples with the request's own
+seed (so `n=1` and the first of `n` choices agree), choice i > 0 with `request_seed(seed, i)`, so every
+choice is its own reproducible stream. A streamed reply carries the same choices as chunks (`chat.completion.chunk`,
+written by `ChunkWriter`), ends with `data: [DONE]`, and with `stream_options.include_usage` has a
+last chunk holding the usage and no choices.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -110,13 +110,13 @@ def usage_body(completions: Sequence[Completion]) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _envelope(completions: Sequence[Completion], model: str, kind: str) -> dict[str, Any]:
+def _envelope(model: str, fingerprint: str | None, kind: str) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": kind,
         "created": int(time.time()),
         "model": model,
-        "system_fingerprint": completions[0].weights_id,
+        "system_fingerprint": fingerprint,
     }
 
 
@@ -131,26 +131,36 @@ def chat_completion_body(completions: Sequence[Completion], model: str) -> dict[
         }
         for index, completion in enumerate(completions)
     ]
-    return {**_envelope(completions, model, "chat.completion"), "choices": choices, "usage": usage_body(completions)}
+    envelope = _envelope(model, completions[0].weights_id, "chat.completion")
+    return {**envelope, "choices": choices, "usage": usage_body(completions)}
 
 
-def chat_completion_chunks(
-    completions: Sequence[Completion], model: str, include_usage: bool = False
-) -> Iterator[dict[str, Any]]:
-    """The streamed form of the same reply: per choice, its text as one delta, then its finish reason;
-    with `include_usage`, every chunk has `usage: null` and a last chunk the usage and no choices."""
-    envelope = _envelope(completions, model, "chat.completion.chunk")
-    extra: dict[str, Any] = {"usage": None} if include_usage else {}
+class ChunkWriter:
+    """The chunks (`chat.completion.chunk`) of one streamed reply, which share its id, time and
+    fingerprint. Per choice: an opening chunk with the role, content deltas, a chunk with the finish
+    reason. With `include_usage`, every chunk has `usage: null` and a last one the usage and no choices.
+    """
 
-    def chunk(index: int, delta: dict[str, str], finish_reason: str | None) -> dict[str, Any]:
+    def __init__(self, model: str, fingerprint: str | None, include_usage: bool = False) -> None:
+        self.include_usage = include_usage
+        self._envelope = _envelope(model, fingerprint, "chat.completion.chunk")
+        self._extra: dict[str, Any] = {"usage": None} if include_usage else {}
+
+    def opening(self, index: int) -> dict[str, Any]:
+        return self._chunk(index, {"role": "assistant", "content": ""}, None)
+
+    def content(self, index: int, text: str) -> dict[str, Any]:
+        return self._chunk(index, {"content": text}, None)
+
+    def finish(self, index: int, reason: str) -> dict[str, Any]:
+        return self._chunk(index, {}, reason)
+
+    def usage(self, completions: Sequence[Completion]) -> dict[str, Any]:
+        return {**self._envelope, "choices": [], "usage": usage_body(completions)}
+
+    def _chunk(self, index: int, delta: dict[str, str], finish_reason: str | None) -> dict[str, Any]:
         choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-        return {**envelope, "choices": [choice], **extra}
-
-    for index, completion in enumerate(completions):
-        yield chunk(index, {"role": "assistant", "content": completion.text}, None)
-        yield chunk(index, {}, completion.finish_reason)
-    if include_usage:
-        yield {**envelope, "choices": [], "usage": usage_body(completions)}
+        return {**self._envelope, "choices": [choice], **self._extra}
 
 
 def sse_event(data: dict[str, Any] | str) -> bytes:

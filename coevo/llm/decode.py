@@ -16,7 +16,7 @@ rounding of differently shaped matmuls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -201,12 +201,14 @@ def decode_batch(
     prefixes: PrefixCache | None,
     weights: str,
     rows_fixed: bool = False,
+    on_token: Callable[[int, int], None] | None = None,
 ) -> list[tuple[list[int], str]]:
     """(sampled tokens, end reason) of each prompt, decoded together.
 
     `prefixes` (None: no reuse) holds the shared prefix's keys and values under `weights`. `rows_fixed`
     keeps every row in the batch to the end, for forward hooks that tell rows apart by position
     (a low-rank population); a prefix is then never shared either, since one row would compute it.
+    `on_token(prompt index, token)` sees each token as soon as it is sampled, so a server can stream it.
     """
     sampler = PerRequestSampler(settings)
     count = len(prompts)
@@ -250,6 +252,8 @@ def decode_batch(
                 row = in_batch[slot]
                 generated[row].append(token)
                 reasons[row] = end_reason(tokenizer, generated[row], settings[row], eos)
+                if on_token is not None:
+                    on_token(row, token)
             still = [slot for slot in live if reasons[in_batch[slot]] is None]
             if not still:
                 break

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -36,7 +36,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from coevo.es.lowrank import row_weights  # noqa: E402
-from coevo.llm.base import Completion, Message, SamplingParams  # noqa: E402
+from coevo.llm.base import Completion, Message, SamplingParams, TextListener  # noqa: E402
 from coevo.llm.decode import PerRequestSampler, PrefixCache, RowEnds, decode_batch, find_stop  # noqa: E402
 from coevo.llm.embedded import (  # noqa: E402
     DEFAULT_MODEL,
@@ -48,6 +48,7 @@ from coevo.llm.embedded import (  # noqa: E402
 )
 from coevo.llm.models import SPLIT_MODELS, joined_gguf, known_models  # noqa: E402
 from coevo.llm.precision import DtypeChoice, compute_dtype  # noqa: E402
+from coevo.llm.text_stream import TextStream  # noqa: E402
 
 if TYPE_CHECKING:
     from coevo.es.protocols import WeightsHost
@@ -214,15 +215,23 @@ class HFBackend:
             [(messages, replace(sampling, seed=sampling.seed_for(i))) for i, messages in enumerate(requests)]
         )
 
-    def generate_each(self, items: Sequence[tuple[Sequence[Message], SamplingParams]]) -> list[Completion]:
+    def generate_each(
+        self,
+        items: Sequence[tuple[Sequence[Message], SamplingParams]],
+        listeners: Sequence[TextListener | None] | None = None,
+    ) -> list[Completion]:
         """Batch requests that each bring their own sampling (the server's mix); each seed is used as is.
 
         A completion's `seconds` is its share of its batch's wall time, so a ledger's sum is time spent.
+        `listeners[i]`, where given, receives request i's text in deltas as it is decoded (`TextStream`);
+        under `decode="generate"` the whole text comes once its batch is done.
         """
         weights_id = self.weights_id
+        listeners = list(listeners) if listeners is not None else [None] * len(items)
         completions: list[Completion] = []
         for start in range(0, len(items), self.max_batch_size):
-            completions += self._generate_batch(items[start : start + self.max_batch_size], weights_id)
+            end = start + self.max_batch_size
+            completions += self._generate_batch(items[start:end], weights_id, listeners[start:end])
         return completions
 
     def render(self, messages: Sequence[Message]) -> str:
@@ -232,13 +241,21 @@ class HFBackend:
         return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
 
     def _generate_batch(
-        self, items: Sequence[tuple[Sequence[Message], SamplingParams]], weights_id: str
+        self,
+        items: Sequence[tuple[Sequence[Message], SamplingParams]],
+        weights_id: str,
+        listeners: Sequence[TextListener | None],
     ) -> list[Completion]:
         started = time.perf_counter()
         settings = [sampling for _, sampling in items]
         prompts = [
             self.tokenizer(self.render(messages), add_special_tokens=False)["input_ids"] for messages, _ in items
         ]
+        streams = {
+            row: TextStream(self.tokenizer, sampling.stop, listener)
+            for row, (sampling, listener) in enumerate(zip(settings, listeners, strict=True))
+            if listener is not None
+        }
         members = row_weights(self.model, len(items))
         if self.decode == "lean":
             rows = decode_batch(
@@ -250,6 +267,7 @@ class HFBackend:
                 self._prefixes,
                 weights_id,
                 rows_fixed=members is not None,
+                on_token=_feed(streams) if streams else None,
             )
         else:
             rows = self._generate_with_transformers(prompts, settings)
@@ -258,9 +276,12 @@ class HFBackend:
         for row, (sampling, (sampled, reason)) in enumerate(zip(settings, rows, strict=True)):
             text = self.tokenizer.decode(sampled, skip_special_tokens=True)
             cut = find_stop(text, sampling.stop)
+            answer = text if cut is None else text[:cut]
+            if row in streams:
+                streams[row].finish(answer)
             completions.append(
                 Completion(
-                    text=text if cut is None else text[:cut],
+                    text=answer,
                     prompt_tokens=len(prompts[row]),
                     completion_tokens=len(sampled),
                     seconds=share,
@@ -298,6 +319,16 @@ class HFBackend:
             (output[row, prompt_length : prompt_length + (ends.lengths[row] or s.max_new_tokens)].tolist(), reason)
             for row, (s, reason) in enumerate(zip(settings, ends.reasons, strict=True))
         ]
+
+
+def _feed(streams: dict[int, TextStream]) -> Callable[[int, int], None]:
+    """The decode loop's token callback: each streamed row's token to its `TextStream`."""
+
+    def on_token(row: int, token: int) -> None:
+        if row in streams:
+            streams[row].add(token)
+
+    return on_token
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:

@@ -6,11 +6,11 @@ evolved one: the weights of a run's ES history at step K. Offered: `/v1/models`,
 the calls and tokens served so far, so frameworks that count their budgets differently can be compared by
 what they asked of the model. `max_tokens_cap` bounds every answer, whatever the client asks or omits
 (some clients send no max_tokens). Concurrent requests, and the choices of one request, are generated
-as one batch by the `DynamicBatcher`. A streamed answer is sent once its batch is done, as one content
-delta per choice: the in-process backend generates a batch as a whole. `system_fingerprint` carries
-the weights id. With a transcript file, every answered choice is appended to it as one JSON line
-(messages, answer, finish reason, tokens): what a client's parser was given, when a framework reports
-only what it parsed.
+as one batch by the `DynamicBatcher`. A streamed answer is sent as it is decoded: the decode loop hands
+each new token to the choice's `TextStream`, whose text deltas cross from the batching thread to the
+event loop through the request's queue (`_Deltas`). `system_fingerprint` carries the weights id. With
+a transcript file, every answered choice is appended to it as one JSON line (messages, answer, finish
+reason, tokens): what a client's parser was given, when a framework reports only what it parsed.
 
 The HTTP side is Starlette on uvicorn, in one event loop: a waiting request costs no thread.
 """
@@ -18,12 +18,15 @@ The HTTP side is Starlette on uvicorn, in one event loop: a waiting request cost
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import socket
 import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict
 from http import HTTPStatus
 from pathlib import Path
@@ -35,9 +38,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from coevo.llm.base import Completion, Message
+from coevo.llm.base import Completion, Message, TextListener
 from coevo.llm.batcher import DynamicBatcher
-from coevo.llm.chat_api import BadRequest, chat_completion_body, chat_completion_chunks, parse_chat_request, sse_event
+from coevo.llm.chat_api import BadRequest, ChunkWriter, chat_completion_body, parse_chat_request, sse_event
 from coevo.llm.embedded import DEFAULT_MODEL, ModelNotFoundError
 from coevo.llm.ledger import BudgetLedger
 from coevo.threads import configure_threads
@@ -55,8 +58,35 @@ class _TooLarge(Exception):
     """The request body is over MAX_BODY_BYTES."""
 
 
+def _error_body(status: HTTPStatus, message: str) -> dict[str, dict[str, str | int]]:
+    return {"error": {"message": message, "type": status.phrase, "code": status.value}}
+
+
 def _error(status: HTTPStatus, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": status.phrase, "code": status.value}}, status.value)
+    return JSONResponse(_error_body(status, message), status.value)
+
+
+class _Deltas:
+    """Carries the text of a streamed request's choices from the batching thread to the event loop:
+    (choice, delta) items in decoding order, then (choice, None) once that choice's answer is done."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: asyncio.Queue[tuple[int, str | None]] = asyncio.Queue()
+
+    def listener(self, index: int) -> TextListener:
+        return functools.partial(self._put, index)
+
+    def watch(self, index: int, answer: Future[Completion]) -> None:
+        """Mark choice `index` done when `answer` resolves: after all its deltas, on the same thread."""
+        answer.add_done_callback(lambda _: self._put(index, None))
+
+    async def get(self) -> tuple[int, str | None]:
+        return await self._queue.get()
+
+    def _put(self, index: int, text: str | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped, nobody reads
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, (index, text))
 
 
 async def _read_body(request: Request) -> bytes:
@@ -93,6 +123,7 @@ class ChatServer:
         self.model_id = model_id
         self.api_key = api_key
         self.max_tokens_cap = max_tokens_cap
+        self.backend = backend
         self.ledger = BudgetLedger()
         self.transcript = transcript
         self._transcript_lock = threading.Lock()
@@ -187,22 +218,64 @@ class ChatServer:
         if chat.model != self.model_id:
             return _error(HTTPStatus.NOT_FOUND, f"model {chat.model!r} not found; this server has {self.model_id!r}")
         started = time.perf_counter()
-        futures = [self.batcher.submit(chat.messages, sampling) for sampling in chat.choice_samplings()]
+        deltas = _Deltas(asyncio.get_running_loop()) if chat.stream else None
+        futures = [
+            self.batcher.submit(chat.messages, sampling, deltas.listener(index) if deltas else None)
+            for index, sampling in enumerate(chat.choice_samplings())
+        ]
+        if deltas is not None:
+            for index, future in enumerate(futures):
+                deltas.watch(index, future)
+        answers = asyncio.gather(*map(asyncio.wrap_future, futures))
+        # Registered before anyone awaits `answers`, so it runs first: the ledger and transcript hold a
+        # request before its reply is sent, and a streamed one is counted even if its client hangs up.
+        answers.add_done_callback(functools.partial(self._account, chat.messages, started))
+        if deltas is not None:
+            fingerprint = await asyncio.to_thread(lambda: self.backend.weights_id)
+            writer = ChunkWriter(chat.model, fingerprint, chat.include_usage)
+            events = _stream_events(writer, futures, deltas)
+            return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         try:
-            completions = list(await asyncio.gather(*map(asyncio.wrap_future, futures)))
+            completions = await answers
         except Exception as exc:  # noqa: BLE001 (whatever generation raised becomes a 500, not a dead server)
-            return _error(HTTPStatus.INTERNAL_SERVER_ERROR, f"generation failed: {type(exc).__name__}: {exc}")
-        self.ledger.record(chat.model, "serve", completions, time.perf_counter() - started)
-        self.log_exchange(chat.messages, completions)
-        if not chat.stream:
-            return JSONResponse(chat_completion_body(completions, chat.model))
+            return _error(HTTPStatus.INTERNAL_SERVER_ERROR, _failure(exc))
+        return JSONResponse(chat_completion_body(completions, chat.model))
 
-        async def events() -> AsyncIterator[bytes]:
-            for chunk in chat_completion_chunks(completions, chat.model, chat.include_usage):
-                yield sse_event(chunk)
-            yield sse_event("[DONE]")
+    def _account(self, messages: Sequence[Message], started: float, answers: asyncio.Future[list[Completion]]) -> None:
+        """Count an answered request in the ledger and the transcript (a failed one is not answered)."""
+        if answers.cancelled() or answers.exception() is not None:
+            return
+        completions = answers.result()
+        self.ledger.record(self.model_id, "serve", completions, time.perf_counter() - started)
+        self.log_exchange(messages, completions)
 
-        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+def _failure(exc: BaseException) -> str:
+    return f"generation failed: {type(exc).__name__}: {exc}"
+
+
+async def _stream_events(
+    writer: ChunkWriter, futures: Sequence[Future[Completion]], deltas: _Deltas
+) -> AsyncIterator[bytes]:
+    """A streamed reply as server-sent events: each choice's text as it is decoded, then its finish
+    reason; a failed generation ends the stream with an error event (the status line is already sent)."""
+    for index in range(len(futures)):
+        yield sse_event(writer.opening(index))
+    still_open = len(futures)
+    while still_open:
+        index, text = await deltas.get()
+        if text is not None:
+            yield sse_event(writer.content(index, text))
+            continue
+        still_open -= 1
+        failure = futures[index].exception()
+        if failure is not None:
+            yield sse_event(_error_body(HTTPStatus.INTERNAL_SERVER_ERROR, _failure(failure)))
+            return
+        yield sse_event(writer.finish(index, futures[index].result().finish_reason))
+    if writer.include_usage:
+        yield sse_event(writer.usage([future.result() for future in futures]))
+    yield sse_event("[DONE]")
 
 
 def make_server(

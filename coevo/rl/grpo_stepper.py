@@ -89,7 +89,7 @@ class GRPOStepper:
             top_p=settings.top_p,
             max_steps=1,
             bf16=False,
-            gradient_checkpointing=False,
+            activation_checkpointing=False,  # its deprecated alias `gradient_checkpointing` warns every run
             use_cpu=not torch.cuda.is_available(),
             report_to="none",
             save_strategy="no",

@@ -16,11 +16,13 @@ writes the run store.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import socket
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +123,28 @@ class MemberReplica:
         return None if self.host is None else self.host.weights_sha256()
 
 
+_TOKEN_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster."
+"""The start of the warning Ray logs on every ray.init that leaves its default, token authentication, on."""
+
+
+class _DropTokenAuthNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_TOKEN_AUTH_NOTICE)
+
+
+@contextmanager
+def _without_token_auth_notice() -> Iterator[None]:
+    """Within: Ray does not announce that it kept its default, token authentication, on. Its other
+    warnings (a cluster without authentication among them) still show."""
+    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    notice = _DropTokenAuthNotice()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
+
+
 def loaded_llm(config: RunConfig, threads: int) -> LLM:
     """The run's LLM, on `threads` torch threads (a worker's share of its node)."""
     import torch
@@ -152,10 +176,11 @@ class RayExecutor:
         if not ray.is_initialized():
             reachable(address or os.environ.get("RAY_ADDRESS"))
             try:
-                if address or os.environ.get("RAY_ADDRESS"):
-                    ray.init(address=address, logging_level="WARNING", log_to_driver=False)
-                else:
-                    ray.init(include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+                with _without_token_auth_notice():
+                    if address or os.environ.get("RAY_ADDRESS"):
+                        ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+                    else:
+                        ray.init(include_dashboard=False, logging_level="WARNING", log_to_driver=False)
             except (ConnectionError, ValueError, RuntimeError) as error:
                 where = address or os.environ.get("RAY_ADDRESS") or "a local instance"
                 raise ConfigError(f"cannot start or join the Ray cluster at {where}: {error}") from None
