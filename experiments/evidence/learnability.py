@@ -34,13 +34,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from evidence_file import merge
 
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.es.host import TorchWeightsHost
 from coevo.es.update_log import HISTORY_FILENAME, ESHistory, replay
 from coevo.llm.base import SamplingParams
 from coevo.llm.hf import HFBackend
-from coevo.stats import binomial_tail, mcnemar_exact
+from coevo.stats import binomial_tail, holm, mcnemar_exact
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,10 @@ HELDOUT_SEED = 99
 """Held-out items come from this seed; training items from 1000 + generation."""
 
 
+PRIMARY = ("argmax:trained_vs_base", "argmax:trained_vs_control")
+"""The pre-registered primary tests (PROTOCOL.md), Holm-corrected together at `ALPHA`."""
+ALPHA = 0.01
+
 HELDOUT_ITEMS = 400
 """Held-out questions set aside for `heldout`: training never asks one of them."""
 SAMPLED_ITEMS = 200
@@ -194,9 +199,7 @@ class Scorer:
             ids[j, width - len(rest) :] = torch.tensor(rest)
             mask[j, shared + width - len(rest) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-        first = model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, logits_to_keep=1
-        )
+        first = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, logits_to_keep=1)
         owner = [j for j, item in enumerate(batch) for _ in item.options]
         answers = [tokenizer(o, add_special_tokens=False)["input_ids"] for item in batch for o in item.options]
         cache.reorder_cache(torch.tensor(owner))
@@ -211,7 +214,7 @@ class Scorer:
             input_ids=answer_ids,
             attention_mask=torch.cat([mask[owner], answer_mask], dim=1),
             position_ids=lengths[:, None] + torch.arange(span)[None, :],
-            past_key_values=cache,
+            cache=cache,
         )
         # token k of an answer is predicted at the prompt's last position (k = 0) or answer position k - 1
         logits = torch.cat([first.logits[owner, -1:], rest.logits[:, :-1]], dim=1).float().log_softmax(-1)
@@ -275,7 +278,7 @@ def train(args: argparse.Namespace) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "command")}
     settings_file = run_dir / "settings.json"
-    if settings_file.exists() and json.loads(settings_file.read_text()) != settings:
+    if settings_file.exists() and without_gens(json.loads(settings_file.read_text())) != without_gens(settings):
         raise SystemExit(f"{run_dir} holds a run with other settings: {settings_file.read_text()}")
     settings_file.write_text(json.dumps(settings, indent=1))
     backend = load(args.model)
@@ -320,6 +323,11 @@ def train(args: argparse.Namespace) -> dict:
     return {"train": settings | {"generations": log}}
 
 
+def without_gens(settings: dict) -> dict:
+    """A run's settings less its length, which a resumed run may extend."""
+    return {k: v for k, v in settings.items() if k != "gens"}
+
+
 def trained(backend: HFBackend, run_dir: str | None) -> None:
     """Move `backend`'s model (base weights) to a run's: its ES history replayed."""
     if run_dir is not None:
@@ -355,17 +363,37 @@ def heldout(args: argparse.Namespace) -> dict:
         measured[side] = {"logp": logp, "argmax": hits.tolist(), "sampled": episodes.tolist()}
         print(json.dumps({"side": side, "logp": logp, "argmax": float(hits.mean()), "sampled": float(episodes.mean())}))
     tests = {}
-    for side in ("trained", "control"):
-        for against in ("base", "control"):
-            if side == against or side not in measured or against not in measured:
-                continue
-            for endpoint in ("argmax", "sampled"):
-                after, before = np.array(measured[side][endpoint]), np.array(measured[against][endpoint])
-                gained, lost = int((after & ~before).sum()), int((before & ~after).sum())
-                key = f"{endpoint}:{side}_vs_{against}"
-                tests[key] = {"gained": gained, "lost": lost, "p_two_sided": mcnemar_exact(gained, lost)}
-                print(json.dumps({key: tests[key]}), flush=True)
-    return {"heldout": {"task": args.task, "model": args.model, "sides": measured, "tests": tests}}
+    for side, against in (("trained", "base"), ("trained", "control"), ("control", "base")):
+        if side not in measured or against not in measured:
+            continue
+        for endpoint in ("argmax", "sampled"):
+            after, before = np.array(measured[side][endpoint]), np.array(measured[against][endpoint])
+            gained, lost = int((after & ~before).sum()), int((before & ~after).sum())
+            tests[f"{endpoint}:{side}_vs_{against}"] = {
+                "gained": gained,
+                "lost": lost,
+                "p_two_sided": mcnemar_exact(gained, lost),
+            }
+    for family in (PRIMARY, [name for name in tests if name not in PRIMARY]):
+        present = {name: tests[name]["p_two_sided"] for name in family if name in tests}
+        for name, adjusted in holm(present).items():
+            tests[name] |= {"p_holm": adjusted, "family": "primary" if name in PRIMARY else "secondary"}
+    for name, test in tests.items():
+        print(json.dumps({name: test}), flush=True)
+    primary = [tests.get(name) for name in PRIMARY]
+    verdict = all(t is not None and t["p_holm"] < ALPHA and t["gained"] > t["lost"] for t in primary)
+    record = {
+        "task": args.task,
+        "model": args.model,
+        "questions": [item.question for item in argmax_items],
+        "sides": measured,
+        "runs": {side: run_dir for side, run_dir in (("trained", args.trained), ("control", args.control))},
+        "tests": tests,
+        "primary_endpoint_met": verdict,
+    }
+    if args.results:
+        merge("learnability", record, Path(args.results))
+    return {"heldout": record}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -391,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             sub.add_argument("--run-dir", required=True, help="where the ES history and the log are kept")
         if name == "heldout":
             sub.add_argument("--trained", help="the ES run's directory")
+            sub.add_argument("--results", help="merge the record into this evidence file under `learnability`")
             sub.add_argument("--control", help="the control run's directory")
     args = parser.parse_args(argv)
     record = {"screen": screen, "train": train, "heldout": heldout}[args.command](args)
