@@ -589,3 +589,14 @@ def test_a_change_in_the_valid_share_is_tested_paired_and_corrected_within_its_b
     page = summary.weights_effect_section(entries)
     assert "50% -> 100% (p = 0.00781, Holm 0.0156)" in page and "for up only" in page
     assert page.count("| not archived |") == 2
+
+
+def test_the_learnability_section_states_the_pre_registered_verdict_either_way() -> None:
+    sides = {side: {"argmax": [1, 0, 1, 0], "sampled": [1, 1], "logp": -1.5} for side in ("base", "trained", "control")}
+    tests = {"argmax:trained_vs_base": {"gained": 1, "lost": 0, "p_two_sided": 1.0, "p_holm": 1.0, "family": "primary"}}
+    record = {"model": "m", "task": "t", "sides": sides, "tests": tests, "primary_endpoint_met": False}
+    page = summary.learnability_section(record)
+    assert "| trained | 2/4 (50.0%" in page and "| argmax:trained_vs_base | 1 | 0 | 1 | 1 (primary) |" in page
+    assert "Primary endpoint not met" in page and "no gain is claimed" in page
+    assert "Primary endpoint met" in summary.learnability_section({**record, "primary_endpoint_met": True})
+    assert "pre-registered" not in summary.render({}), "no section before the result exists"

@@ -600,9 +600,7 @@ def weights_effect_section(entries: dict[str, Any] | None, archived: set[tuple[s
         " mean, which one poor answer moves. The valid share's p is the exact paired test (McNemar) of each"
         " run's answers against the base answers of its call, Holm-corrected among the runs that share those"
         f" base answers: {verdict}.{base_sides_note(entries)}"
-        " A run whose store is not archived can be measured again only where its store is.\n\n"
-        + "\n".join(rows)
-        + "\n"
+        " A run whose store is not archived can be measured again only where its store is.\n\n" + "\n".join(rows) + "\n"
     )
 
 
@@ -658,6 +656,54 @@ def answer_format_section(record: dict[str, Any] | None) -> str:
     )
 
 
+LEARNABILITY_COMMANDS = """```console
+$ OMP_NUM_THREADS=1 nice -n 10 python experiments/evidence/learnability.py train --model smollm2-135m \\
+    --task multiply_mixed --gens 50 --pop 16 --k 16 --sigma 1e-3 --alpha 2e-3 --run-dir runs/learn/es
+$ ... the same with --shuffle --run-dir runs/learn/control
+$ python experiments/evidence/learnability.py heldout --model smollm2-135m --task multiply_mixed \\
+    --trained runs/learn/es --control runs/learn/control --results experiments/evidence/results.json
+```"""
+
+
+def learnability_section(record: dict[str, Any]) -> str:
+    """The pre-registered learnability result (experiments/evidence/PROTOCOL.md), whichever way it came out."""
+    sides = record["sides"]
+    lines = [
+        "## Does ES sharpen a skill the base model has? (pre-registered)",
+        "",
+        f"{record['model']} on `{record['task']}`, as [PROTOCOL.md](evidence/PROTOCOL.md) fixed before the runs:"
+        f" {len(sides['base']['argmax'])} held-out questions never asked in training, scored by the argmax of"
+        " the options' teacher-forced log-probabilities (primary), and the first"
+        f" {len(sides['base']['sampled'])} answered by sampling (secondary).",
+        "",
+        "| weights | argmax accuracy | sampled accuracy | mean log-prob of the right option |",
+        "| --- | --- | --- | --- |",
+    ]
+    for side, figures in sides.items():
+        lines.append(
+            f"| {side} | {rate(sum(figures['argmax']), len(figures['argmax']))}"
+            f" | {rate(sum(figures['sampled']), len(figures['sampled']))} | {figures['logp']:.4f} |"
+        )
+    lines += [
+        "",
+        "| test (paired per question, exact McNemar) | gained | lost | p | Holm p (family) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, test in record["tests"].items():
+        lines.append(
+            f"| {name} | {test['gained']} | {test['lost']} | {test['p_two_sided']:.3g}"
+            f" | {test['p_holm']:.3g} ({test['family']}) |"
+        )
+    verdict = (
+        "met: the trained weights answer more held-out questions right than the base and the control, both at Holm p < 0.01"
+        if record["primary_endpoint_met"]
+        else "not met: the pre-registered test did not show the trained weights ahead of both the base and the"
+        " control at Holm p < 0.01, so no gain is claimed"
+    )
+    lines += ["", f"Primary endpoint {verdict}.", "", LEARNABILITY_COMMANDS, ""]
+    return "\n".join(lines)
+
+
 def render(evidence: dict[str, Any], archived: set[tuple[str, ...]] | None = None) -> str:
     """The page; `archived` (default: the archive's run directories) decides which runs are re-scorable."""
     archived = archived_runs() if archived is None else archived
@@ -671,6 +717,7 @@ def render(evidence: dict[str, Any], archived: set[tuple[str, ...]] | None = Non
     return "\n".join(
         [
             HEADER,
+            *([learnability_section(evidence["learnability"])] if evidence.get("learnability") else []),
             speed_section(evidence.get("speedup"), evidence.get("decode")) + decode_section(evidence.get("decode")),
             *agent_runs,
             move_choice_section(evidence.get("gridnav_move_choice"), evidence.get("gridnav"), corrected)
