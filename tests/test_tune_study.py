@@ -36,12 +36,13 @@ workers = 1
 [es]
 sigma = 0.05
 alpha = 0.05
+antithetic = false  # the scripted LLM ignores the weights: a mirrored pair answers alike and ES rightly stays put
 """
 
 TUNE = """
 [tune]
 sigma = {low = 1e-3, high = 1e-1, log = true}
-population_size = {choices = [3, 4]}
+population_size = {choices = [4, 8]}
 """
 
 TESTS = str(Path(__file__).parent)
