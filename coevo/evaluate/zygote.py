@@ -142,7 +142,7 @@ class _ForkServer:
                     os.read(self.wake_read, 4096)
                     self._reap()
                 if self.control.fileno() in readable:
-                    message, fds, _, _ = socket.recv_fds(self.control, 16, 3 * MAX_FORK_BATCH)
+                    message, fds, _, _ = socket.recv_fds(self.control, 16, 2 * MAX_FORK_BATCH)
                     if not message:
                         return
                     self._spawn(message, fds)
@@ -150,23 +150,20 @@ class _ForkServer:
             self._shut_down()
 
     def _spawn(self, kind: bytes, fds: list[int]) -> None:
-        """Fork one child per (channel, status pipe, progress page) received, or one driver per
-        (channel, status pipe), all forks back to back.
+        """Fork one child or driver per (channel, status pipe) received, all forks back to back.
 
         After a fork every page this process writes is copied, so the bookkeeping is done once
         for the whole batch, before and after the forks, not between them.
         """
-        width = 3 if kind == b"fork" else 2
-        groups = [fds[start : start + width] for start in range(0, len(fds), width)]
+        groups = [fds[start : start + 2] for start in range(0, len(fds), 2)]
         with _signals_as_children_need_them():
             pids = [self._fork(kind, group) for group in groups]
-        for pid, (conn_fd, status_fd, *progress) in zip(pids, groups):
+        for pid, (conn_fd, status_fd) in zip(pids, groups):
             try:
                 os.setpgid(pid, pid)  # also done by the child; whichever runs first closes the kill race
             except OSError:
                 pass
-            for fd in (conn_fd, *progress):
-                os.close(fd)
+            os.close(conn_fd)
             self.children[pid] = status_fd
             _report(status_fd, b"P", pid)
         self._reap()  # children that ended while SIGCHLD was not handled
@@ -175,7 +172,7 @@ class _ForkServer:
         pid = os.fork()
         if pid == 0:  # each closes every descriptor but its own
             if kind == b"fork":
-                run_child(fds[0], fds[2], self.prepared, self.setup)
+                run_child(fds[0], self.prepared, self.setup)
             run_driver(fds[0], self.prepared, self.setup)
         return pid
 
