@@ -34,7 +34,7 @@ from coevo.evaluate.child import Job
 from coevo.evaluate.driver import MAX_CANDIDATE_BYTES, Assignment, exit_reason
 from coevo.evaluate.isolation import inherited_environment
 from coevo.plugins import spec_of
-from tasks.base import Instance, Task
+from tasks.base import Instance, Task, definition_hash
 
 _ZYGOTE_START_SECONDS = 60.0
 _REAP_GRACE_SECONDS = 5.0
@@ -129,6 +129,7 @@ class Sandbox:
         if parallel < 1:
             raise ValueError(f"parallel must be at least 1, got {parallel}")
         self._task_ref = spec_of(type(task))
+        self._definition = definition_hash(type(task))
         self._payload = payload
         self._batch = min(MAX_FORK_BATCH, max(_MIN_BATCH, parallel))
         self._control: socket.socket | None = None
@@ -267,7 +268,7 @@ class Sandbox:
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "coevo.evaluate.zygote", str(server_end.fileno()), str(instances_fd)]
-                + [self._task_ref, guards, ",".join(sorted(self._skipped_layers)) or "-"],
+                + [self._task_ref, self._definition, guards, ",".join(sorted(self._skipped_layers)) or "-"],
                 pass_fds=[server_end.fileno(), instances_fd],
                 env=_fork_server_environment(),
                 stdin=subprocess.DEVNULL,

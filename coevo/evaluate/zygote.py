@@ -22,10 +22,11 @@ A fork is cheap only while little memory is written afterwards: every page that 
 a child writes after the fork is copied first. Hence ``gc.freeze``, the disabled threading
 reset, and forking children in batches with no bookkeeping between the forks.
 
-Run as ``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS GUARDS SKIPPED``;
-INSTANCES_FD holds the pickled instances; GUARDS is ``on``, or ``off`` to test the kernel layers
-alone; SKIPPED is ``-``, or kernel layers to leave out (``filesystem,seccomp,own_uids``), only
-to measure what each costs.
+Run as ``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD TASK DEFINITION GUARDS SKIPPED``;
+INSTANCES_FD holds the pickled instances; DEFINITION is the ``definition_hash`` of the task the
+parent holds (on any other definition the fork server exits before its greeting); GUARDS is
+``on``, or ``off`` to test the kernel layers alone; SKIPPED is ``-``, or kernel layers to leave
+out (``filesystem,seccomp,own_uids``), only to measure what each costs.
 """
 
 from __future__ import annotations
@@ -49,16 +50,18 @@ from coevo.evaluate.driver import run_driver
 from coevo.evaluate.isolation import become_subreaper, confine_server, erase_environment, forbid_privilege_gain
 from coevo.evaluate.policy import PRELOADED_MODULES
 from coevo.evaluate.seccomp import DENIED_SYSCALLS, SeccompUnavailable, SyscallFilter
-from tasks import get_task
+from tasks import definition_hash, get_task
 
 SERVER_SYSCALLS = frozenset({"fork", "clone", "clone3", "kill", "tgkill"})
 """What the fork server itself still needs of the denied calls: forking children, killing them."""
 
 
-def main(control_fd: int, instances_fd: int, task_spec: str, guards: str, skipped: str) -> None:
+def main(control_fd: int, instances_fd: int, task_spec: str, definition: str, guards: str, skipped: str) -> None:
     for name in PRELOADED_MODULES:
         importlib.import_module(name)
     task = get_task(task_spec)
+    if definition_hash(type(task)) != definition:
+        raise SystemExit(f"{task_spec} is not the definition the evaluator holds (its file changed since)")
     with os.fdopen(instances_fd, "rb") as instances:
         prepared = Prepared.build(task, pickle.load(instances), python_guards=guards == "on")
     stdio = os.open(os.devnull, os.O_RDWR)  # the children's stdin/out/err: their root has no /dev
@@ -233,4 +236,4 @@ def _kill_group(pid: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
+    main(int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:7])
