@@ -357,7 +357,7 @@ class _Driver:
             return received
         if self.candidate.closed:
             raise _Stop({**self._blame(), **self._death()})
-        if self.awaited is None and self.last_arrival is None and time.monotonic() < self.deadline:
+        if self.last_arrival is None and time.monotonic() < self.deadline:
             raise _Stop({"error": self._over_module_limit()})
         if time.monotonic() >= self.deadline:
             raise _Stop({**self._blame(), "error": self._over_candidate_limit()})
