@@ -15,6 +15,7 @@ from coevo.llm.models import register as register_models
 from coevo.llm.serve import register as register_serve
 from coevo.run.commands import register as register_runner
 from coevo.scaffold import register as register_new
+from coevo.shown import shown
 from coevo.skills_cli import register as register_skills
 from coevo.threads import configure_threads
 from coevo.tune.command import register as register_tune
@@ -143,7 +144,7 @@ def tasks_eval(
     if as_json:
         print(json.dumps(result.to_json()))
         return
-    verdict = "valid" if result.valid else f"INVALID: {result.reason}"
+    verdict = "valid" if result.valid else f"INVALID: {shown(result.reason or '')}"
     gap = "n/a" if result.gap_pct is None else f"{result.gap_pct:.3f}%"
     objective = "n/a" if result.objective is None else f"{result.objective:.6g}"
     print(
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         exit_code = app(args=argv, standalone_mode=False)  # an int when a command raised typer.Exit
     except UsageProblem as exc:
-        print(f"coevo: error: {exc}", file=sys.stderr)
+        print(f"coevo: error: {shown(str(exc))}", file=sys.stderr)  # may quote a candidate's reason
         return 2
     except typer.Abort:
         print("coevo: aborted", file=sys.stderr)

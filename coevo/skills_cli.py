@@ -13,6 +13,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from coevo.shown import shown
 
 
 def register(app: typer.Typer, fail) -> None:
@@ -81,7 +84,8 @@ def register(app: typer.Typer, fail) -> None:
         table = Table("name", "id", "kind", "credit", "uses", "added in", title=f"skills in {library_dir}")
         for row in rows:
             credit = "-" if row["credit"] is None else f"{row['credit']:.4g}"
-            table.add_row(row["name"], row["id"][:12], row["kind"], credit, str(row["uses"]), str(row["generation"]))
+            name = Text(shown(row["name"]))  # written by an LLM: plain text, not markup or terminal control
+            table.add_row(name, row["id"][:12], row["kind"], credit, str(row["uses"]), str(row["generation"]))
         Console().print(table)
 
 

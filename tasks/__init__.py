@@ -7,7 +7,7 @@ there like any package's), or by ``path/to/problem.py:Class`` / ``package.module
 from __future__ import annotations
 
 from coevo.plugins import PluginError, load, registered
-from tasks.base import SPLITS, InstanceGroup, InvalidSolution, Task, instance_hash
+from tasks.base import SPLITS, InstanceGroup, InvalidSolution, Task, definition_hash, instance_hash
 
 TASK_GROUP = "coevo.tasks"
 
@@ -49,6 +49,7 @@ __all__ = [
     "InvalidSolution",
     "Task",
     "UnknownTaskError",
+    "definition_hash",
     "get_task",
     "instance_hash",
     "task_class",

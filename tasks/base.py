@@ -25,8 +25,10 @@ better. The reward every method optimises (higher is better) is derived from the
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +71,31 @@ def instance_hash(instances: list[Instance]) -> str:
             digest.update(str(value.dtype).encode())
             digest.update(json.dumps(list(value.shape)).encode())
             digest.update(np.ascontiguousarray(value).tobytes())
+    return digest.hexdigest()
+
+
+@functools.cache
+def definition_hash(task_class: type) -> str:
+    """SHA-256 over what defines a task class: each class of its MRO by qualified name, with the
+    source file of the module that defines it (or the ``definition_version`` that class declares).
+
+    A plugin that keeps a built-in's ``name`` but changes anything it defines hashes differently, so
+    no verdict of one definition is ever taken for another's. Read once per class and process; the
+    fork server reads it again and refuses to start on another definition than the evaluator's.
+    """
+    digest = hashlib.sha256()
+    for cls in task_class.__mro__:
+        if cls is object:
+            continue
+        digest.update(f"{cls.__module__}.{cls.__qualname__}\x1f".encode())
+        declared = vars(cls).get("definition_version")
+        if declared is not None:
+            digest.update(f"declared {declared}\x1f".encode())
+            continue
+        source = getattr(sys.modules.get(cls.__module__), "__file__", None)
+        if source is None:
+            raise ValueError(f"{cls.__qualname__} is defined outside any file: declare its definition_version")
+        digest.update(Path(source).read_bytes())
     return digest.hexdigest()
 
 
@@ -122,6 +149,10 @@ class Task:
     lockstep: ClassVar[int] = 64
     """Most instances whose drivers advance together, one message per step carrying all their
     calls (1: one instance at a time, e.g. when one call's answer is a large matrix)."""
+    definition_version: ClassVar[str | None] = None
+    """What stands for this class's module source in ``definition_hash`` when set on the class
+    itself (not inherited): for a package that ships without sources, a version or hash it bumps
+    whenever its task changes."""
     child_runs_driver: ClassVar[bool] = False
     """The sandbox may run its own copy of ``drive`` to find all of an instance's answers, and send
     them in one message; the trusted driver then replays them, checking each as it applies it.

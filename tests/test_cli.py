@@ -91,3 +91,36 @@ def test_baselines_table_reports_gaps_on_a_subset(capsys):
     # Gaps are computed against the shipped references of the same three instances.
     rows = [line for line in out.splitlines() if "greedy" in line]
     assert len(rows) == 3 and all("-" not in row.split("│")[5] for row in rows)
+
+
+PROBE = "coevo.evaluate.probe:ProbeTask"
+FAKE_VERDICT = f"\r{PROBE} [search, 4 instances] valid; objective 5.\x1b[K\x1b[2A"
+"""A candidate's error message that, printed raw, returns the cursor and draws a fake verdict over the real one."""
+
+
+def eval_in_a_process(tmp_path: Path, message: str, *options: str) -> subprocess.CompletedProcess[bytes]:
+    """`coevo tasks eval` on a candidate that raises ValueError(`message`, an expression), its
+    output kept as bytes: what a terminal would receive."""
+    heuristic = tmp_path / "raises.py"
+    heuristic.write_text(f"def pick(values):\n    raise ValueError({message})\n")
+    argv = ["tasks", "eval", PROBE, str(heuristic), "--split", "search", *options]
+    return subprocess.run([sys.executable, "-m", "coevo.cli", *argv], capture_output=True, timeout=300)
+
+
+def test_a_reason_with_a_lone_surrogate_is_printed_as_an_escape(tmp_path):
+    completed = eval_in_a_process(tmp_path, "'half of a pair ' + chr(0xD800)")
+    assert completed.returncode == 0, completed.stderr.decode(errors="replace")
+    assert completed.stdout.decode().startswith(f"{PROBE} [search, 4 instances] INVALID: instance 1/4 (n8): pick raised ValueError")
+    assert "half of a pair \\ud800; objective n/a" in completed.stdout.decode()
+    exact = json.loads(eval_in_a_process(tmp_path, "'half of a pair ' + chr(0xD800)", "--json").stdout)
+    assert exact["reason"].endswith("half of a pair \ud800")  # --json stays exact
+
+
+def test_a_reason_cannot_draw_over_the_verdict(tmp_path):
+    completed = eval_in_a_process(tmp_path, repr(FAKE_VERDICT))
+    out = completed.stdout.decode()
+    assert completed.returncode == 0
+    assert "\r" not in out and "\x1b" not in out and len(out.splitlines()) == 1
+    assert f"ValueError: \\r{PROBE} [search, 4 instances] valid; objective 5.\\x1b[K\\x1b[2A" in out
+    exact = json.loads(eval_in_a_process(tmp_path, repr(FAKE_VERDICT), "--json").stdout)
+    assert exact["reason"].endswith(FAKE_VERDICT)

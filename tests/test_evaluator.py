@@ -344,6 +344,9 @@ def test_bad_arguments_fail_clearly() -> None:
         Sandbox(ProbeTask(), InstancePayload.of([]), parallel=0)
     with pytest.raises(ValueError, match="limits must be positive"):
         Limits(instance_seconds=0)
+    for seconds in (math.nan, math.inf):
+        with pytest.raises(ValueError, match="time limits must be finite"):
+            Limits(candidate_seconds=seconds)
     with pytest.raises(ValueError, match="limit must be at least 1"):
         Evaluator(ProbeTask(), limit=0)
     with pytest.raises(KeyError, match="unknown task"):

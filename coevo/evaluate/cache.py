@@ -1,8 +1,11 @@
 """Evaluation results keyed by everything that determines them, in memory and optionally on disk.
 
-The key covers the code, the task, the split, the exact instance set (its hash) and the limits:
-a candidate that timed out under a tight limit may pass under a looser one, so results under
-different limits are different facts.
+The key covers the code, the task's definition (``tasks.base.definition_hash``: its classes and
+their modules' sources, not only its name), its name, the split, the exact instance set (its
+hash) and the instances' labels, the limits, and the layering asked for (the Python guards, the
+kernel layers left out, and whether the evaluator runs as root, which gives each child a uid of
+its own): a candidate that timed out under a tight limit may pass under a looser one, and a
+plugin may keep a built-in's name and score differently, so each is a different fact.
 """
 
 from __future__ import annotations

@@ -4,17 +4,14 @@ Whatever a trusted process reads from a less trusted one is a length-prefixed JS
 not pickle, because a trusted process must never run code chosen by the candidate: unpickling a
 hostile stream executes arbitrary callables. Calls, answers and solutions (lists, tuples, numbers,
 numeric numpy arrays) are encoded into a tagged JSON form that decodes to plain data and nothing
-else. The candidate also marks its progress through a batch of calls in a shared ``Progress``
-page, which the driver reads only to judge a deadline.
+else. Nothing a frame says about time is read: the driver times each frame's arrival itself.
 """
 
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import math
-import mmap
 import os
 import struct
 from collections.abc import Callable
@@ -85,40 +82,6 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-class Progress:
-    """A page shared by a driver and its candidate: how far the candidate is in a batch of calls.
-
-    The candidate records (batch number, calls answered, when the last one ended) after each call;
-    the driver reads it only while it waits, to know which call is running and since when. A
-    candidate that writes nonsense here only misplaces the blame for its own overrun: each
-    candidate has a page of its own (a memfd the parent creates), which no other process maps.
-    """
-
-    _RECORD = struct.Struct("<qqd")
-
-    def __init__(self, fd: int) -> None:
-        """Map the page held by ``fd`` (then closed)."""
-        try:
-            self._page = mmap.mmap(fd, self._RECORD.size)
-        finally:
-            os.close(fd)
-
-    @classmethod
-    def new_page(cls) -> int:
-        """A descriptor of a fresh, zeroed page, to hand to a child and its driver."""
-        fd = os.memfd_create("coevo-progress", os.MFD_ALLOW_SEALING)
-        os.ftruncate(fd, cls._RECORD.size)
-        # Sealed at its size: a mapping of it can never fault (a truncated file would fault).
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-        return fd
-
-    def record(self, batch: int, answered: int, at: float) -> None:
-        self._RECORD.pack_into(self._page, 0, batch, answered, at)
-
-    def read(self) -> tuple[int, int, float]:
-        return self._RECORD.unpack_from(self._page, 0)
 
 
 class FrameReader:

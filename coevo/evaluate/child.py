@@ -4,9 +4,10 @@ and nothing a score depends on.
 Trusted set-up happens first (process group, stdio, a uid of its own; the namespaces, the empty
 root, the empty environment, the seccomp filter, no-new-privileges and default signal dispositions
 are inherited from the fork server), then the child waits for its job, applies its resource
-limits, arms the guards, and only then runs candidate code. From then on it answers batches of
-calls with ``Task.answer``; the task's driver runs in a trusted driver process (``driver.py``),
-which the parent connects to this child's channel.
+limits, arms the guards, and only then runs candidate code. It says when its module has run, then
+answers batches of calls with ``Task.answer``, each answer in a message of its own; the task's
+driver runs in a trusted driver process (``driver.py``), which the parent connects to this
+child's channel and which times every answer on its own clock: this process reports no time.
 
 Nothing here is trusted by anyone: a candidate that takes this process over (the guards off,
 raw memory) can only change the answers it sends, which the driver checks against the state it
@@ -23,7 +24,6 @@ import marshal
 import os
 import struct
 import sys
-import time
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +31,6 @@ from typing import Any, NoReturn
 
 from coevo import pyast
 from coevo.evaluate.channel import (
-    Progress,
     decode_solution,
     encode_solution,
     frame,
@@ -107,22 +106,21 @@ class ChildSetup:
     """Installed in each child: no new process, no call on another one (see ``zygote``)."""
 
 
-def run_child(conn_fd: int, progress_fd: int, prepared: Prepared, setup: ChildSetup, number: int) -> NoReturn:
+def run_child(conn_fd: int, prepared: Prepared, setup: ChildSetup, number: int) -> NoReturn:
     """Isolate this process, run the job read from ``conn_fd``, answer calls, and exit.
 
     ``number`` is this child's among the fork server's (each gets its own, for its uid)."""
     send: Callable[[dict[str, Any]], None] = lambda message: write_all(conn_fd, frame(message))  # noqa: E731
     exit_code = EXIT_SETUP_FAILED
     try:
-        isolate(setup.stdio, conn_fd, progress_fd)
-        progress = Progress(progress_fd)
+        isolate(setup.stdio, conn_fd)
         drop_privileges(setup.own_uid, number)
         job = Job.read(conn_fd)  # a child may be forked ahead of need: it waits here for its job
         apply_limits(job.memory_mb, job.cpu_seconds, job.file_bytes)
         if setup.syscall_filter is not None:
             setup.syscall_filter.install()
         exit_code = 0
-        _run(job, prepared, conn_fd, progress, send)
+        _run(job, prepared, conn_fd, send)
     except BaseException as error:  # noqa: BLE001 - the child must always report, then exit
         send({"error": f"sandbox failure: {type(error).__name__}: {error}"})
     finally:
@@ -151,8 +149,8 @@ def describe(error: BaseException, memory_mb: int) -> str:
     return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
 
 
-def _run(job: Job, prepared: Prepared, conn_fd: int, progress: Progress, send: Callable[[dict[str, Any]], None]) -> None:
-    """Arm the guards, execute the candidate's module, then answer batches of calls."""
+def _run(job: Job, prepared: Prepared, conn_fd: int, send: Callable[[dict[str, Any]], None]) -> None:
+    """Arm the guards, execute the candidate's module, say so, then answer batches of calls."""
     function_name = prepared.task.function_name
     module_code = marshal.loads(job.module)  # written by the trusted parent
     if prepared.guard is not None:
@@ -166,69 +164,58 @@ def _run(job: Job, prepared: Prepared, conn_fd: int, progress: Progress, send: C
     if not callable(function):
         send({"error": f"{function_name} is not a function"})
         return
-    _answer_calls(job, prepared, function, conn_fd, progress, send)
+    send({"loaded": True})  # the driver starts the first instance's clock when this arrives
+    _answer_calls(job, prepared, function, conn_fd, send)
 
 
 class _Failed(Exception):
-    """A call failed: the message to send (the driver names the instance from ``call``)."""
+    """A call failed: the message to send (the driver blames the instance whose answer it awaits)."""
 
 
 def _answer_calls(
-    job: Job,
-    prepared: Prepared,
-    function: Callable[..., Any],
-    conn_fd: int,
-    progress: Progress,
-    send: Callable[[dict[str, Any]], None],
+    job: Job, prepared: Prepared, function: Callable[..., Any], conn_fd: int, send: Callable[[dict[str, Any]], None]
 ) -> None:
-    """One reply per request: every answer and how long it took, or the first failure.
+    """One message per part of each request, sent as soon as the part is answered, or the first failure.
 
     A request is a batch of calls (``"calls"``: one per live instance of a lockstep step), or a
     window of instances to run whole (``"run"``: ``Task.child_runs_driver``, see ``_run_driver``).
+    The driver times each part from the arrival of the one before, so each goes out at once.
     ``Task.answer_state`` is built on an instance's first call and kept while the instance has
     calls: an instance missing from a batch has finished (every live driver calls once per step).
     """
     task, instances = prepared.task, prepared.instances
     states: dict[int, Any] = {}
-    batch_number = 0
     while True:
         try:
             request = read_frame(conn_fd)
         except EOFError:
             return  # the driver is done with this candidate
-        batch_number += 1
-        progress.record(batch_number, 0, time.monotonic())  # started (the first also says: loaded)
-        answers, seconds, kept = [], [], {}
+        kept = {}
         try:
-            for position, item in enumerate(request["calls"] if "calls" in request else request["run"]):
-                started = time.monotonic()
+            for item in request["calls"] if "calls" in request else request["run"]:
                 if "calls" in request:
                     index, encoded_args = item
                     state = kept[index] = states[index] if index in states else task.answer_state(instances[index])
-                    answers.append(_answer(job, prepared, function, state, decode_solution(encoded_args), position))
+                    send({"answer": _answer(job, prepared, function, state, decode_solution(encoded_args))})
                 else:
-                    answers.append(_run_driver(job, prepared, function, item, position))
-                finished = time.monotonic()
-                seconds.append(finished - started)
-                progress.record(batch_number, position + 1, finished)
+                    send({"answer": _run_driver(job, prepared, function, item)})
         except _Failed as failed:
             send(failed.args[0])
             return
         states = kept
-        send({"answers": answers, "seconds": seconds})
 
 
-def _answer(job: Job, prepared: Prepared, function: Callable[..., Any], state: Any, args: Any, position: int) -> Any:
+def _answer(job: Job, prepared: Prepared, function: Callable[..., Any], state: Any, args: Any) -> Any:
     """One call's encoded answer."""
     try:
         return encode_solution(prepared.task.answer(function, state, *args))
     except InvalidSolution as invalid:
-        raise _Failed({"call": position, "invalid": str(invalid)}) from None
+        raise _Failed({"invalid": str(invalid)}) from None
     except BaseException as error:  # noqa: BLE001
-        raise _Failed({"call": position, "error": f"{prepared.task.function_name} raised {describe(error, job.memory_mb)}"}) from None
+        raise _Failed({"error": f"{prepared.task.function_name} raised {describe(error, job.memory_mb)}"}) from None
 
 
-def _run_driver(job: Job, prepared: Prepared, function: Callable[..., Any], index: int, position: int) -> list[Any]:
+def _run_driver(job: Job, prepared: Prepared, function: Callable[..., Any], index: int) -> list[Any]:
     """Every answer of one instance, from this process's own copy of the task's driver.
 
     The trusted driver replays them and checks each; this copy only saves a message per call,
@@ -245,10 +232,10 @@ def _run_driver(job: Job, prepared: Prepared, function: Callable[..., Any], inde
             except StopIteration:
                 return answers
             except InvalidSolution as invalid:
-                raise _Failed({"call": position, "invalid": str(invalid)}) from None
+                raise _Failed({"invalid": str(invalid)}) from None
             except Exception as error:  # noqa: BLE001 - an answer that trips the driver is the candidate's
-                raise _Failed({"call": position, "error": f"the answer broke the driver: {describe(error, job.memory_mb)}"}) from None
-            answers.append(_answer(job, prepared, function, state, call.args, position))
+                raise _Failed({"error": f"the answer broke the driver: {describe(error, job.memory_mb)}"}) from None
+            answers.append(_answer(job, prepared, function, state, call.args))
             answer = decode_solution(answers[-1])  # what the trusted driver will see
     finally:
         driver.close()

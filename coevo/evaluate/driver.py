@@ -10,11 +10,13 @@ against state the child cannot reach. Solutions go to the parent, which scores t
 Instances advance in lockstep: each step collects the pending call of every live driver of a
 window (``Task.lockstep`` instances) and sends them in one message. The first instance runs
 alone, so that a candidate too slow for the per-instance limit fails as soon as it would one
-instance at a time. The limits are judged here, on this process's clock: per instance, the time
-its calls took (the child says how long each took, clamped to the time the batch took; while a
-call runs, the shared ``Progress`` page says which it is), and per candidate, the wall time
-since the hand-off. The parent kills the child once this process has judged it, and both
-should this one overrun too.
+instance at a time. Every limit is judged here, on this process's clock, never on anything the
+child says about time (it says nothing): the module-level limit from the hand-off to the child's
+"loaded" message, each answer's time from the arrival of the message before it (or the request
+leaving, whichever is later) to its own arrival, charged to the instance it answers, and the
+per-candidate limit from the hand-off. The child sends each answer as soon as it has it, so the
+driver always knows which instance it is waiting for and since when. The parent kills the child
+once this process has judged it, and both should this one overrun too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import signal
 import socket
 import struct
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -32,7 +35,6 @@ from typing import Any, NoReturn
 from coevo.evaluate.channel import (
     ChannelError,
     FrameReader,
-    Progress,
     decode_solution,
     encode_solution,
     frame,
@@ -50,7 +52,7 @@ _FAILURE_KINDS = ("invalid", "error", "violation")
 
 @dataclass(frozen=True)
 class Assignment:
-    """What the parent hands a driver with a child's channel and progress page."""
+    """What the parent hands a driver with a child's channel."""
 
     instance_seconds: float
     candidate_seconds: float
@@ -96,15 +98,15 @@ def run_driver(conn_fd: int, prepared: Prepared, setup: ChildSetup) -> NoReturn:
     conn = socket.socket(fileno=conn_fd)
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(conn, Assignment.size(), 2)
+            data, fds, _, _ = socket.recv_fds(conn, Assignment.size(), 1)
         except OSError:
             break
-        if len(data) != Assignment.size() or len(fds) != 2:
+        if len(data) != Assignment.size() or len(fds) != 1:
             break  # the parent closed the channel (or the sandbox is shutting down)
-        child, progress = fds
+        (child,) = fds
         out = bytearray()
         try:
-            _Driver(Assignment.decode(data), prepared, child, Progress(progress), lambda message: out.extend(frame(message))).run()
+            _Driver(Assignment.decode(data), prepared, child, lambda message: out.extend(frame(message))).run()
         except BaseException as error:  # noqa: BLE001 - the driver must always report
             out.extend(frame({"error": f"sandbox failure: {type(error).__name__}: {error}"}))
         finally:
@@ -142,13 +144,14 @@ class _Built:
 
 
 class _Candidate:
-    """The driver's handle on a sandboxed child: its channel and its progress page."""
+    """The driver's handle on a sandboxed child: its channel, and when each of its messages arrived."""
 
-    def __init__(self, fd: int, progress: Progress) -> None:
-        self.fd, self.progress = fd, progress
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
         os.set_blocking(fd, False)
         self.reader = FrameReader()
-        self.messages: list[dict[str, Any]] = []
+        self.messages: deque[tuple[dict[str, Any], float]] = deque()
+        """Messages read but not yet judged, each with the moment (this process's clock) it was read."""
         self.received = 0
         self.closed = False
         """The child's end of the channel is closed: it has exited."""
@@ -166,57 +169,58 @@ class _Candidate:
             except OSError:
                 return
 
-    def next_message(self, timeout: float) -> dict[str, Any] | None:
-        """The child's next message, waiting at most ``timeout``; None if none came (or it exited)."""
-        if not self.messages and not self.closed:
-            ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
-            if ready:
-                try:
-                    chunk = os.read(self.fd, 1 << 20)
-                except (BlockingIOError, InterruptedError):
-                    chunk = None
-                except OSError:
-                    chunk = b""
-                if chunk is not None:
-                    self.closed = not chunk
-                    self.received += len(chunk)
-                    if self.received > MAX_CANDIDATE_BYTES:
-                        raise ChannelError(f"the child sent more than {MAX_CANDIDATE_BYTES >> 20} MiB")
-                    self.messages += self.reader.feed(chunk)
-        return self.messages.pop(0) if self.messages else None
+    def next_message(self, deadline: float) -> tuple[dict[str, Any], float] | None:
+        """The child's next message and when it arrived, waiting until ``deadline`` at most; None
+        if none came by then (or the child exited)."""
+        while not self.messages and not self.closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self.fd], [], [], remaining)
+            if not ready:
+                continue  # woken early: the deadline is judged on the clock, above
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                chunk = b""
+            arrived = time.monotonic()
+            self.closed = not chunk
+            self.received += len(chunk)
+            if self.received > MAX_CANDIDATE_BYTES:
+                raise ChannelError(f"the child sent more than {MAX_CANDIDATE_BYTES >> 20} MiB")
+            self.messages.extend((message, arrived) for message in self.reader.feed(chunk))
+        return self.messages.popleft() if self.messages else None
 
 
 class _Driver:
     """Runs one candidate over every instance, judging each answer and each deadline."""
 
-    def __init__(
-        self, limits: Assignment, prepared: Prepared, child_fd: int, progress: Progress, send: Callable[[dict[str, Any]], None]
-    ) -> None:
+    def __init__(self, limits: Assignment, prepared: Prepared, child_fd: int, send: Callable[[dict[str, Any]], None]) -> None:
         self.limits, self.send = limits, send
         self.task, self.instances = prepared.task, prepared.instances
-        self.candidate = _Candidate(child_fd, progress)
+        self.candidate = _Candidate(child_fd)
         self.started = time.monotonic()
         self.deadline = self.started + limits.candidate_seconds
         self.spent = [0.0] * len(self.instances)
-        """Seconds the candidate's function took per instance."""
+        """Seconds charged per instance: from the message before each of its answers to that answer."""
         self.solutions: dict[int, Any] = {}
         self.reported = 0
         """Solutions sent to the parent: always a prefix, in instance order."""
-        self.batch_number = 0
-        self.in_flight: list[int] = []
-        """The instances of the batch being answered."""
-        self.sent_at = self.started
-        self.loaded = False
-        """The child's module has run (and the parent has been told)."""
+        self.awaited: int | None = None
+        """The instance whose answer is awaited (None: the module's "loaded", or nothing)."""
+        self.last_arrival: float | None = None
+        """When the child's last message arrived; None until its module has run."""
 
     def run(self) -> None:
         """Run the instances window after window; the first request goes out at once.
 
-        Where the child runs the driver, its instances run one after another there, so the
-        progress page times each; in lockstep they advance together, so the first instance runs
-        alone: a candidate too slow for the per-instance limit fails as soon as it would one
-        instance at a time. The child reads its first request once its module has run (it marks
-        that on its progress page), so loading costs no message of its own.
+        Where the child runs the driver, each of its answers covers a whole instance, so each is
+        timed on its own; in lockstep they advance together, so the first instance runs alone:
+        a candidate too slow for the per-instance limit fails as soon as it would one instance at
+        a time. The child reads its first request once its module has run, so loading costs no
+        round trip of its own (its "loaded" message goes one way).
         """
         replay = self.task.child_runs_driver
         plan = list(windows(len(self.instances), max(1, self.task.lockstep), first_alone=not replay))
@@ -234,13 +238,6 @@ class _Driver:
         except ChannelError as error:
             self.send({**self._blame(), "error": str(error)})
 
-    def _module_ran(self) -> bool:
-        """The child's module has run: it has started a request (or this process knows already)."""
-        if not self.loaded and self.candidate.progress.read()[0] >= 1:
-            self.loaded = True
-            self.send({"loaded": True})
-        return self.loaded
-
     def _run_window(self, window: range) -> None:
         drivers = {index: self.task.drive(HEURISTIC, self.instances[index]) for index in window}
         try:
@@ -248,8 +245,6 @@ class _Driver:
             for index, driver in drivers.items():
                 self._pend(pending, index, self._advance(index, driver, None))
             while pending:
-                if time.monotonic() >= self.deadline:
-                    raise _Stop({"error": self._over_candidate_limit()})
                 batch = sorted(pending.items())
                 calls = [[index, encode_solution(call.args)] for index, call in batch]
                 answers = [decode_solution(answer) for answer in self._ask({"calls": calls}, [index for index, _ in batch])]
@@ -314,111 +309,77 @@ class _Driver:
                 message["done"] = True  # in the same frame: one write and one read fewer per candidate
             self.send(message)
 
-    def _ask(self, request: dict[str, Any], in_flight: list[int]) -> list[Any]:
-        """Send one request (one part per instance of ``in_flight``) and return the encoded
-        answers, one per part, holding each part to its instance's deadline.
+    def _ask(self, request: dict[str, Any], parts: list[int]) -> list[Any]:
+        """Send one request (one part per instance of ``parts``) and return the encoded answers,
+        one message per part, each timed and charged to its instance as it arrives.
 
         A candidate that stops reading its requests is then judged like one that stops answering.
         """
-        self._send_request(request, in_flight)
-        return self._await_reply()
-
-    def _send_request(self, request: dict[str, Any], in_flight: list[int]) -> None:
-        self.batch_number += 1
-        self.in_flight = in_flight
-        self.sent_at = time.monotonic()
-        self.candidate.send(request, self._deadline_of(*self._running_call(self.sent_at)))
-
-    def _await_reply(self) -> list[Any]:
-        while True:
-            message = self.candidate.next_message(self._current_deadline() - time.monotonic())
-            if message is not None:
-                if self._module_ran() or message.keys() == {"answers", "seconds"}:
-                    self._module_ran_now()
-                    return self._answers(message)
-                raise _Stop(self._failure(message, None))
-            if self.candidate.closed:
-                raise _Stop({**self._blame(), **self._death()})
-            if time.monotonic() >= self._current_deadline():
-                self._time_out()
-
-    def _module_ran_now(self) -> None:
-        if not self.loaded:
-            self.loaded = True
-            self.send({"loaded": True})
-
-    def _current_deadline(self) -> float:
-        if not self._module_ran():
-            return min(self.started + self.limits.instance_seconds, self.deadline)
-        if not self.in_flight:
-            return self.deadline
-        return self._deadline_of(*self._running_call(time.monotonic()))
-
-    def _time_out(self) -> NoReturn:
-        """Fail the run on the deadline that has passed."""
-        now = time.monotonic()
-        if not self._module_ran():
-            if now >= self.deadline:
-                raise _Stop({"error": self._over_candidate_limit()})
-            limit = self.limits.instance_seconds
-            raise _Stop({"error": f"timed out in the module's top-level code (per-instance limit {limit:g} s)"})
-        if not self.in_flight:
-            raise _Stop({"error": self._over_candidate_limit()})
-        index, since = self._running_call(now)
-        if now >= self.deadline:
-            raise _Stop({"index": index, "error": self._over_candidate_limit()})
-        if now >= self._deadline_of(index, since):
-            raise _Stop({"index": index, "error": self._over_instance_limit()})
-
-    def _deadline_of(self, index: int, since: float) -> float:
-        """When the call of ``index`` running since ``since`` overruns a limit."""
-        return min(since + self.limits.instance_seconds - self.spent[index], self.deadline)
-
-    def _running_call(self, now: float) -> tuple[int, float]:
-        """The instance whose call is running, and since when, by the candidate's progress page
-        (the child records when it starts a request, and when each part of it ends).
-
-        Once every part has ended the reply is owed, from the last part's end, on the last
-        instance's allowance: a long reply is read in several chunks, and timing it from the
-        request's start would charge the last instance with the whole request.
-        """
-        batch, answered, at = self.candidate.progress.read()
-        if batch != self.batch_number or not 0 <= answered <= len(self.in_flight) or at != at:
-            return self.in_flight[-1 if batch == self.batch_number and answered > 0 else 0], self.sent_at
-        return self.in_flight[min(answered, len(self.in_flight) - 1)], min(max(at, self.sent_at), now)
-
-    def _answers(self, message: dict[str, Any]) -> list[Any]:
-        """The request's answers, after charging each instance the time its part took."""
-        if message.keys() != {"answers", "seconds"}:
-            raise _Stop(self._failure(message, self._running_call(time.monotonic())[0]))
-        answers, seconds = message["answers"], message["seconds"]
-        if type(answers) is not list or type(seconds) is not list or not len(answers) == len(seconds) == len(self.in_flight):
-            raise ChannelError("the child sent a reply that does not match the request")
-        if not all(type(second) in (int, float) for second in seconds):
-            raise ChannelError("the child sent a reply without valid times")
-        wall = time.monotonic() - self.sent_at
-        charged = [min(max(float(second), 0.0), wall) for second in seconds]
-        scale = wall / sum(charged) if sum(charged) > wall else 1.0
-        for index, second in zip(self.in_flight, charged):
-            self.spent[index] += second * scale
+        sent_at = time.monotonic()
+        loaded = self.last_arrival is not None
+        self.candidate.send(request, self._deadline(parts[0], sent_at) if loaded else self._module_deadline())
+        if not loaded:
+            self._await_module()
+        answers = []
+        for index in parts:
+            since = max(sent_at, self.last_arrival)
+            self.awaited = index
+            message, arrived = self._next_message(self._deadline(index, since))
+            if message.keys() != {"answer"}:
+                raise _Stop(self._failure(message, index))
+            arrived = max(arrived, since)  # an answer sent ahead of its request starts no earlier clock
+            self.spent[index] += arrived - since
+            self.last_arrival = arrived
+            if arrived >= self.deadline:
+                raise _Stop({"index": index, "error": self._over_candidate_limit()})
             if self.spent[index] > self.limits.instance_seconds:
                 raise _Stop({"index": index, "error": self._over_instance_limit()})
+            answers.append(message["answer"])
+        self.awaited = None
         return answers
+
+    def _await_module(self) -> None:
+        """Wait for the child's "loaded" (its module has run), and tell the parent."""
+        message, arrived = self._next_message(self._module_deadline())
+        if message != {"loaded": True}:
+            raise _Stop(self._failure(message, None))
+        if arrived >= self.deadline:
+            raise _Stop({"error": self._over_candidate_limit()})
+        if arrived - self.started > self.limits.instance_seconds:
+            raise _Stop({"error": self._over_module_limit()})
+        self.last_arrival = arrived
+        self.send({"loaded": True})
+
+    def _next_message(self, deadline: float) -> tuple[dict[str, Any], float]:
+        """The child's next message and when it arrived; a run stopped at ``deadline``, or if the child ended."""
+        received = self.candidate.next_message(deadline)
+        if received is not None:
+            return received
+        if self.candidate.closed:
+            raise _Stop({**self._blame(), **self._death()})
+        if self.last_arrival is None and time.monotonic() < self.deadline:
+            raise _Stop({"error": self._over_module_limit()})
+        if time.monotonic() >= self.deadline:
+            raise _Stop({**self._blame(), "error": self._over_candidate_limit()})
+        raise _Stop({**self._blame(), "error": self._over_instance_limit()})
+
+    def _module_deadline(self) -> float:
+        return min(self.started + self.limits.instance_seconds, self.deadline)
+
+    def _deadline(self, index: int, since: float) -> float:
+        """When the answer for ``index`` awaited since ``since`` overruns a limit."""
+        return min(since + self.limits.instance_seconds - self.spent[index], self.deadline)
 
     def _failure(self, message: dict[str, Any], index: int | None) -> dict[str, Any]:
         """The parent's message for a failure the candidate reported (or for a stray message)."""
-        kinds = [kind for kind in _FAILURE_KINDS if kind in message]
-        if len(kinds) == 1 and message.keys() <= {kinds[0], "call"}:
-            call = message.get("call")
-            if type(call) is int and 0 <= call < len(self.in_flight):
-                index = self.in_flight[call]
-            where = {} if index is None else {"index": index}
-            return {**where, kinds[0]: str(message[kinds[0]])[:500]}
         where = {} if index is None else {"index": index}
+        kinds = [kind for kind in _FAILURE_KINDS if kind in message]
+        if len(kinds) == 1 and message.keys() == {kinds[0]}:
+            return {**where, kinds[0]: str(message[kinds[0]])[:500]}
         return {**where, "error": f"the candidate sent an unexpected message {sorted(message)[:5]}"}
 
     def _blame(self) -> dict[str, int]:
-        return {"index": self._running_call(time.monotonic())[0]} if self.in_flight and self._module_ran() else {}
+        return {} if self.awaited is None else {"index": self.awaited}
 
     def _death(self) -> dict[str, int]:
         """The child closed its channel without a reason: the parent, which learns how its process
@@ -431,10 +392,11 @@ class _Driver:
     def _progress(self) -> str:
         return f"after {self._solved_count()} of {len(self.instances)} instances"
 
+    def _over_module_limit(self) -> str:
+        return f"timed out in the module's top-level code (per-instance limit {self.limits.instance_seconds:g} s)"
+
     def _over_instance_limit(self) -> str:
         return f"timed out (per-instance limit {self.limits.instance_seconds:g} s)"
 
     def _over_candidate_limit(self) -> str:
         return f"exceeded the per-candidate time limit of {self.limits.candidate_seconds:g} s {self._progress()}"
-
-

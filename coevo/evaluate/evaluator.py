@@ -23,7 +23,7 @@ from coevo.evaluate.cache import ResultCache, cache_key
 from coevo.evaluate.policy import RejectedCode, check_code
 from coevo.evaluate.sandbox import InstancePayload, Limits, Sandbox, SandboxResult
 from tasks import get_task
-from tasks.base import Instance, InvalidSolution, SplitName, Task, instance_hash
+from tasks.base import Instance, InvalidSolution, SplitName, Task, definition_hash, instance_hash
 from tasks.references import MissingReferences, gap_pct, group_references
 
 JSON_FIELDS = ("task", "split", "valid", "objective", "gap_pct", "n_instances", "reason", "seconds")
@@ -107,6 +107,7 @@ class Evaluator:
         self.limits = limits or default_limits(self.task, len(self._instances))
         self._payload = InstancePayload.of(self._instances)
         self.instance_set_hash = instance_hash(self._instances)
+        self._verdict_context = self._context_key()
         self._sandbox = Sandbox(
             self.task, self._payload, parallel=self.workers, python_guards=python_guards, skipped_layers=skipped_layers
         )
@@ -131,15 +132,26 @@ class Evaluator:
     def evaluate(self, code: str) -> EvalResult:
         """The cached verdict on ``code``, computing it if needed."""
         digest = pyast.source_sha256(code)
-        settings = repr(self.limits) + ("" if self.python_guards else " python_guards=False")
-        settings += f" skipped_layers={sorted(self.skipped_layers)}" if self.skipped_layers else ""
-        key = cache_key(digest, self.task.name, self.split, self.instance_set_hash, settings)
+        key = cache_key(digest, self._verdict_context)
         cached = self._cache.get(key)
         if cached is not None:
             return EvalResult(**{**cached, "per_instance": tuple(cached["per_instance"])})
         result = self._evaluate(code, digest)
         self._cache.put(key, dict(vars(result)))  # every field is immutable: no deep copy needed
         return result
+
+    def _context_key(self) -> str:
+        """Everything but the code that a verdict depends on (see ``cache``)."""
+        layering = f"python guards {self.python_guards}, left out {sorted(self.skipped_layers)}, as root {os.geteuid() == 0}"
+        return cache_key(
+            definition_hash(type(self.task)),
+            self.task.name,
+            self.split,
+            self.instance_set_hash,
+            "\x1e".join(self._labels),
+            repr(self.limits),
+            layering,
+        )
 
     def evaluate_many(self, codes: Sequence[str]) -> list[EvalResult]:
         """Verdicts in input order; distinct candidates run in parallel on ``workers`` cores."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import math
 import os
 import pickle
 import select
@@ -28,12 +29,12 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from coevo import pyast
-from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD, ChannelError, FrameReader, Progress, decode_solution
+from coevo.evaluate.channel import MAX_FORK_BATCH, STATUS_RECORD, ChannelError, FrameReader, decode_solution
 from coevo.evaluate.child import Job
 from coevo.evaluate.driver import MAX_CANDIDATE_BYTES, Assignment, exit_reason
 from coevo.evaluate.isolation import inherited_environment
 from coevo.plugins import spec_of
-from tasks.base import Instance, Task
+from tasks.base import Instance, Task, definition_hash
 
 _ZYGOTE_START_SECONDS = 60.0
 _REAP_GRACE_SECONDS = 5.0
@@ -75,7 +76,10 @@ class Limits:
     file_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
-        if self.instance_seconds <= 0 or self.candidate_seconds <= 0 or self.memory_mb <= 0:
+        seconds = (self.instance_seconds, self.candidate_seconds)
+        if not all(math.isfinite(limit) for limit in seconds):
+            raise ValueError(f"time limits must be finite, got {self}")
+        if min(seconds) <= 0 or self.memory_mb <= 0:
             raise ValueError(f"limits must be positive, got {self}")
 
 
@@ -126,6 +130,7 @@ class Sandbox:
             raise ValueError(f"parallel must be at least 1, got {parallel}")
         self._task_ref = spec_of(type(task))
         self._task_package = type(task).__module__.partition(".")[0]
+        self._definition = definition_hash(type(task))
         self._payload = payload
         self._batch = min(MAX_FORK_BATCH, max(_MIN_BATCH, parallel))
         self._control: socket.socket | None = None
@@ -264,7 +269,7 @@ class Sandbox:
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "coevo.evaluate.relocate", str(server_end.fileno()), str(instances_fd)]
-                + [self._task_ref, guards, ",".join(sorted(self._skipped_layers)) or "-"],
+                + [self._task_ref, self._definition, guards, ",".join(sorted(self._skipped_layers)) or "-"],
                 pass_fds=[server_end.fileno(), instances_fd],
                 env=_fork_server_environment(self._task_package),
                 stdin=subprocess.DEVNULL,
@@ -331,11 +336,10 @@ def _in_memory_file(data: bytes) -> int:
 
 
 class _Child:
-    """The parent's handles on one forked child (or driver): its channel, its progress page (a
-    child's, for its driver), and the fork server's records."""
+    """The parent's handles on one forked child (or driver): its channel and the fork server's records."""
 
-    def __init__(self, conn: socket.socket, status_read: int, progress: int | None = None) -> None:
-        self.conn, self.status_read, self.progress = conn, status_read, progress
+    def __init__(self, conn: socket.socket, status_read: int) -> None:
+        self.conn, self.status_read = conn, status_read
         self.pid: int | None = None
         self.exit_status: int | None = None
         self.server_gone = False
@@ -350,10 +354,7 @@ class _Child:
             conn, child_end = socket.socketpair()
             status_read, status_write = os.pipe()
             child_ends += [child_end.detach(), status_write]
-            progress = Progress.new_page() if kind == b"fork" else None
-            if progress is not None:
-                child_ends.append(os.dup(progress))
-            children.append(cls(conn, status_read, progress))
+            children.append(cls(conn, status_read))
         try:
             socket.send_fds(control, [kind], child_ends)
         except OSError as error:
@@ -395,8 +396,6 @@ class _Child:
     def close(self) -> None:
         self.conn.close()
         os.close(self.status_read)
-        if self.progress is not None:
-            os.close(self.progress)
 
 
 class _Supervisor:
@@ -437,7 +436,7 @@ class _Supervisor:
                 self._send_job(job)
             if driver is not None:
                 assignment = Assignment(self.limits.instance_seconds, self.limits.candidate_seconds)
-                socket.send_fds(driver.conn, [assignment.encode()], [self.child.conn.fileno(), self.child.progress])
+                socket.send_fds(driver.conn, [assignment.encode()], [self.child.conn.fileno()])
             self.channel.setblocking(False)
             self._watch()
         except ChannelError as error:

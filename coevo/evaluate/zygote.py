@@ -23,10 +23,12 @@ a child writes after the fork is copied first. Hence ``gc.freeze``, the disabled
 reset, and forking children in batches with no bookkeeping between the forks.
 
 Started through ``relocate`` (which runs the interpreter from neutral paths) as
-``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD MODULE CLASS GUARDS SKIPPED``;
-INSTANCES_FD holds the pickled instances; GUARDS is ``on``, or ``off`` to test the kernel layers
-alone; SKIPPED is ``-``, or kernel layers to leave out (``filesystem,seccomp,own_uids,pids``), only
-to measure what each costs or to test the others alone.
+``python -m coevo.evaluate.zygote CONTROL_FD INSTANCES_FD TASK DEFINITION GUARDS SKIPPED``;
+INSTANCES_FD holds the pickled instances; DEFINITION is the ``definition_hash`` of the task the
+parent holds (on any other definition the fork server exits before its greeting); GUARDS is
+``on``, or ``off`` to test the kernel layers alone; SKIPPED is ``-``, or kernel layers to leave
+out (``filesystem,seccomp,own_uids,pids``), only to measure what each costs or to test the
+others alone.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from coevo.evaluate.seccomp import (
     load_libseccomp,
     refused_on_other_processes,
 )
-from tasks import get_task
+from tasks import definition_hash, get_task
 
 SERVER_SYSCALLS = frozenset({"fork", "clone", "clone3", "kill", "tgkill"})
 """What the fork server itself still needs of the denied calls: forking children, killing them."""
@@ -72,11 +74,13 @@ CHILD_SYSCALLS = ("fork", "clone", "clone3")
 tgkill it refuses on any process but the child itself: ``refused_on_other_processes``)."""
 
 
-def main(control_fd: int, instances_fd: int, task_spec: str, guards: str, skipped: str) -> None:
+def main(control_fd: int, instances_fd: int, task_spec: str, definition: str, guards: str, skipped: str) -> None:
     paths = relocated() or "the interpreter runs from the machine's paths"
     for name in PRELOADED_MODULES:
         importlib.import_module(name)
     task = get_task(task_spec)
+    if definition_hash(type(task)) != definition:
+        raise SystemExit(f"{task_spec} is not the definition the evaluator holds (its file changed since)")
     with os.fdopen(instances_fd, "rb") as instances:
         prepared = Prepared.build(task, pickle.load(instances), python_guards=guards == "on")
     stdio = os.open(os.devnull, os.O_RDWR)  # the children's stdin/out/err: their root has no /dev
@@ -177,7 +181,7 @@ class _ForkServer:
                     os.read(self.wake_read, 4096)
                     self._reap()
                 if self.control.fileno() in readable:
-                    message, fds, _, _ = socket.recv_fds(self.control, 16, 3 * MAX_FORK_BATCH)
+                    message, fds, _, _ = socket.recv_fds(self.control, 16, 2 * MAX_FORK_BATCH)
                     if not message:
                         return
                     self._spawn(message, fds)
@@ -185,24 +189,21 @@ class _ForkServer:
             self._shut_down()
 
     def _spawn(self, kind: bytes, fds: list[int]) -> None:
-        """Fork one child per (channel, status pipe, progress page) received, or one driver per
-        (channel, status pipe), all forks back to back.
+        """Fork one child or driver per (channel, status pipe) received, all forks back to back.
 
         After a fork every page this process writes is copied, so the bookkeeping is done once
         for the whole batch, before and after the forks, not between them.
         """
-        width = 3 if kind == b"fork" else 2
-        groups = [fds[start : start + width] for start in range(0, len(fds), width)]
+        groups = [fds[start : start + 2] for start in range(0, len(fds), 2)]
         with _signals_as_children_need_them():
             pids = [self._fork(kind, group, self.forked + number) for number, group in enumerate(groups, 1)]
         self.forked += len(groups)
-        for pid, (conn_fd, status_fd, *progress) in zip(pids, groups):
+        for pid, (conn_fd, status_fd) in zip(pids, groups):
             try:
                 os.setpgid(pid, pid)  # also done by the child; whichever runs first closes the kill race
             except OSError:
                 pass
-            for fd in (conn_fd, *progress):
-                os.close(fd)
+            os.close(conn_fd)
             self.children[pid] = status_fd
             _report(status_fd, b"P", pid)
         self._reap()  # children that ended while SIGCHLD was not handled
@@ -212,7 +213,7 @@ class _ForkServer:
         pid = self.fork_child() if candidate else os.fork()
         if pid == 0:  # each closes every descriptor but its own
             if candidate:
-                run_child(fds[0], fds[2], self.prepared, self.setup, number)
+                run_child(fds[0], self.prepared, self.setup, number)
             run_driver(fds[0], self.prepared, self.setup)
         return pid
 
@@ -273,4 +274,4 @@ def _kill_group(pid: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
+    main(int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:7])

@@ -19,6 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 
 from coevo.progress import progress_bars
 
+from coevo.shown import shown
+
 ExecutorOption = Annotated[
     str, typer.Option("--executor", metavar="local|ray", help="Where members play: this process, or Ray workers.")
 ]
@@ -129,9 +131,9 @@ def register(app: typer.Typer, fail) -> None:
         print(f"  evaluations {facts['evaluations']}, LLM calls {facts['llm_calls']}")
         print(f"  weights sha256 {facts['weights_sha256'] or '(base model, not evolved)'}")
         for line in heldout_lines(facts["heldout"]):
-            print(f"  {line}")
+            print(f"  {shown(line)}")
         if best is not None:
-            print(f"  {answer_line(best)}\n{best['code']}")
+            print(f"  {shown(answer_line(best))}\n{shown(best['code'], lines=True)}")
         elif facts["task"] is not None:
             print("  no valid heuristic yet")
 
@@ -241,7 +243,7 @@ def _drive_until_done(runner) -> None:
         lines.insert(0, answer_line(answer))
     report = write_report(runner.run_dir)
     for line in lines:
-        print(line)
+        print(shown(line))  # a validation line may quote a candidate's reason
     print(f"run directory: {runner.run_dir}")
     print(f"report: {report}")
 

@@ -3,8 +3,9 @@
 It is built from the run store alone, so it can be written for a finished, interrupted or still
 running run. Plots are PNG images embedded as data URIs (matplotlib's Agg renderer, through `Figure`
 objects so no global pyplot state is touched), the page needs no scripts and links nothing outside
-itself. Every string taken from the store is HTML-escaped: code, thoughts and prompts are LLM output
-and may contain markup.
+itself. Every string taken from the store is HTML-escaped, its control characters and lone
+surrogates shown as escapes (``coevo.shown``): code, thoughts and prompts are LLM output and may
+contain markup, or characters the page could not even be written with.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import base64
 import io
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from html import escape
+import html
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -28,9 +29,16 @@ from coevo.run.heldout import heldout_lines, measured_curve
 from coevo.run.learning_curve import curve_figure, training_rewards
 from coevo.run.store import RunStore, StoredTrajectory
 from coevo.run.validation import Validation, answer_line
+from coevo.shown import shown
 from coevo.skills.library import Library
 from coevo.skills.timeline import LibraryAt, library_history
 from tasks import get_task
+
+
+def _html(text: str) -> str:
+    """``text`` for the page: shown (``coevo.shown``, lines kept), then HTML-escaped."""
+    return html.escape(shown(text, lines=True))
+
 
 REPORT_NAME = "report.html"
 LINEAGE_ROWS = 200
@@ -89,8 +97,8 @@ def render_report(store: RunStore) -> str:
         sections.insert(3, curve)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n"
-        f"<body><h1>{escape(title)}</h1>\n" + "\n".join(sections) + "\n</body></html>\n"
+        f"<title>{_html(title)}</title><style>{STYLE}</style></head>\n"
+        f"<body><h1>{_html(title)}</h1>\n" + "\n".join(sections) + "\n</body></html>\n"
     )
 
 
@@ -121,8 +129,8 @@ def _validation(store: RunStore) -> str:
         return '<p class="note">The best heuristic has not been validated on a held-out split.</p>'
     lines = Validation.from_json(data).lines()
     return (
-        f"<h3>Validation ({escape(data['split'])} split)</h3><ul>"
-        + "".join(f"<li>{escape(line)}</li>" for line in lines)
+        f"<h3>Validation ({_html(data['split'])} split)</h3><ul>"
+        + "".join(f"<li>{_html(line)}</li>" for line in lines)
         + "</ul>"
     )
 
@@ -185,7 +193,7 @@ def _seed_on_search(steps_and_candidates: Sequence[tuple[int, Candidate]], task:
 
 def _es_plots(records: Sequence[UpdateRecord], candidates: Sequence[Candidate], method: str) -> str:
     if not records:
-        return f'<p class="note">No ES update in this run (method {escape(method)}).</p>'
+        return f'<p class="note">No ES update in this run (method {_html(method)}).</p>'
     return _schedule_plot(records) + _reward_plot(records, invalid_members(records, candidates))
 
 
@@ -279,7 +287,7 @@ def _image(figure: Figure, alt: str) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}">'
+    return f'<img alt="{_html(alt)}" src="data:image/png;base64,{data}">'
 
 
 # --- the best heuristic and its ancestry -----------------------------------------------------------
@@ -288,7 +296,7 @@ def _best_code(best: Candidate | None, answer: dict[str, Any] | None) -> str:
     if best is None or answer is None:
         return '<p class="note">No valid heuristic yet.</p>'
     facts = f"{answer_line(answer)}; written by {best.operator}"
-    return f"<p>{escape(facts)}</p><p><em>{escape(best.thought)}</em></p><pre><code>{escape(best.code)}</code></pre>"
+    return f"<p>{_html(facts)}</p><p><em>{_html(best.thought)}</em></p><pre><code>{_html(best.code)}</code></pre>"
 
 
 def lineage(best: Candidate, candidates: Iterable[Candidate]) -> list[tuple[int, Candidate, bool]]:
@@ -378,10 +386,10 @@ def _rewrite_details(variant: dict[str, Any], parent: dict[str, Any] | None) -> 
     def text(of: dict[str, Any]) -> str:
         return (of["notes"] if component == "notes" else of["templates"][component]) or "(empty)"
 
-    before = "" if parent is None else f"<p>before ({escape(parent['id'])}):</p><pre>{escape(text(parent))}</pre>"
+    before = "" if parent is None else f"<p>before ({_html(parent['id'])}):</p><pre>{_html(text(parent))}</pre>"
     return (
-        f"<details><summary>{escape(variant['id'])}: rewrote {escape(component)}</summary>"
-        f"{before}<p>after:</p><pre>{escape(text(variant))}</pre></details>"
+        f"<details><summary>{_html(variant['id'])}: rewrote {_html(component)}</summary>"
+        f"{before}<p>after:</p><pre>{_html(text(variant))}</pre></details>"
     )
 
 
@@ -418,7 +426,7 @@ def _episodes(stored: Sequence[StoredTrajectory]) -> str:
                 for index, turn in enumerate(episode.turns, start=1)
             ]
             table = _table(turns, ("turn", "observation", "action", "reward", "tokens"))
-            blocks.append(f'<details><summary>{escape(summary)}</summary><div class="episode">{table}</div></details>')
+            blocks.append(f'<details><summary>{_html(summary)}</summary><div class="episode">{table}</div></details>')
     note = f"{len(stored)} episodes stored; each generation's best, median and worst by reward are shown."
     return f'<p class="note">{note}</p>' + "".join(blocks)
 
@@ -442,7 +450,7 @@ def _learning_curve(store: RunStore) -> str:
 def _skill_library(store: RunStore, history: Sequence[LibraryAt]) -> str:
     """Held-out success with the library it was measured with, the library's edits generation by
     generation, and each skill's credit and uses as they stood after every generation."""
-    lines = "".join(f"<li>{escape(line)}</li>" for line in heldout_lines(store.heldout_figures()))
+    lines = "".join(f"<li>{_html(line)}</li>" for line in heldout_lines(store.heldout_figures()))
     measured = f"<h3>Held-out success</h3><ul>{lines}</ul>" if lines else ""
     changes = _table(
         (
@@ -478,16 +486,16 @@ def _skill_library(store: RunStore, history: Sequence[LibraryAt]) -> str:
 
 
 def _section(title: str, body: str) -> str:
-    return f"<section><h2>{escape(title)}</h2>\n{body}\n</section>"
+    return f"<section><h2>{_html(title)}</h2>\n{body}\n</section>"
 
 
 def _table(rows: Iterable[Sequence[Any]], headers: Sequence[str] = ()) -> str:
     """A table of escaped cells, with a header row when `headers` are given; numbers are right-aligned."""
-    head = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in headers) + "</tr>" if headers else ""
+    head = "<tr>" + "".join(f"<th>{_html(h)}</th>" for h in headers) + "</tr>" if headers else ""
     body = "".join(
         "<tr>"
         + "".join(
-            f'<td class="num">{cell}</td>' if isinstance(cell, int | float) else f"<td>{escape(str(cell))}</td>"
+            f'<td class="num">{cell}</td>' if isinstance(cell, int | float) else f"<td>{_html(str(cell))}</td>"
             for cell in row
         )
         + "</tr>"

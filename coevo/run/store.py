@@ -23,6 +23,7 @@ from typing import Any
 from coevo.candidate import Candidate, WeightsRef
 from coevo.es.update_log import UpdateRecord
 from coevo.operators.records import Proposal, Rejection, TextProposal
+from coevo.shown import shown
 from coevo.workload import Evaluation, Trajectory, Turn
 
 DB_NAME = "run.sqlite"
@@ -261,7 +262,7 @@ class RunStore:
         edit: str | None,
     ) -> int:
         completion = item.completion
-        outcome = f"rejected: {item.reason}" if isinstance(item, Rejection) else "accepted"
+        outcome = f"rejected: {shown(item.reason)}" if isinstance(item, Rejection) else "accepted"
         cursor = self._db.execute(
             "INSERT INTO llm_calls (step, operator, prompt, response, prompt_tokens, completion_tokens, seconds,"
             " finish_reason, weights, prompt_id, outcome, edit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -300,7 +301,7 @@ class RunStore:
                     int(result.valid),
                     result.objective,
                     result.gap_pct,
-                    result.reason,
+                    None if result.reason is None else shown(result.reason),  # SQLite refuses lone surrogates
                     result.seconds,
                     json.dumps(list(result.per_instance)),
                 ),

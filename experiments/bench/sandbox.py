@@ -53,7 +53,7 @@ from tasks import TASK_NAMES, get_task
 from tasks.base import Instance, InvalidSolution, Task
 
 TRIVIAL_CODE = "def pick(values):\n    return 0\n"
-TARGETS = {"vs_previous": (">=", 0.7), "trivial_vs_baseline": (">=", 3.0)}
+TARGETS = {"vs_previous": (">=", 0.9), "trivial_vs_baseline": (">=", 3.0)}
 
 
 @dataclass(frozen=True)
