@@ -271,11 +271,11 @@ BASE = {"method": "eoh", "task": "tsp_construct", "model": "scripted_llm:build",
 )
 def test_the_edit_setting_becomes_the_operators_policy(edit, diff):
     config = validate({**BASE, "operators": {"edit": edit, "diff_resamples": 2}})
-    assert config.operators.policy() == EditPolicy(diff, 2)
+    assert (config.operators.diff_share, config.operators.diff_resamples) == (diff, 2)
 
 
 def test_the_default_setting_is_the_full_rewrite():
-    assert validate(BASE).operators.policy() == EditPolicy(0.0, 3)
+    assert (validate(BASE).operators.diff_share, validate(BASE).operators.diff_resamples) == (0.0, 3)
 
 
 @pytest.mark.parametrize(

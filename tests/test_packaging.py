@@ -70,11 +70,11 @@ def test_a_missing_reference_solver_names_the_extra(monkeypatch: pytest.MonkeyPa
     _uninstall(monkeypatch, "elkai", "ortools")
     coords = np.random.default_rng(0).random((6, 2))
     with pytest.raises(
-        MissingExtra, match=r"^the TSP reference \(LKH-3\) needs elkai: pip install 'coevo\[references\]'$"
+        MissingExtra, match=r"^the TSP reference \(LKH-3\) needs elkai: pip install -e '\.\[references\]' -c constraints\.txt$"
     ):
         TSPConstruct().reference_objective({"coords": coords})
     knapsack = {"weights": np.ones(3), "values": np.ones(3), "capacity": 2.0}
-    with pytest.raises(MissingExtra, match=r"needs ortools: pip install 'coevo\[references\]'$"):
+    with pytest.raises(MissingExtra, match=r"needs ortools: pip install -e '\.\[references\]' -c constraints\.txt$"):
         KPConstruct().reference_objective(knapsack)
 
 
@@ -82,7 +82,7 @@ def test_a_missing_reference_solver_names_the_extra(monkeypatch: pytest.MonkeyPa
 def test_the_dspy_modules_without_dspy_name_the_extra(module: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _uninstall(monkeypatch, "dspy")
     monkeypatch.delitem(sys.modules, module, raising=False)
-    with pytest.raises(MissingExtra, match=r"needs dspy: pip install 'coevo\[dspy\]'$"):
+    with pytest.raises(MissingExtra, match=r"needs dspy: pip install -e '\.\[dspy\]' -c constraints\.txt$"):
         importlib.import_module(module)
 
 

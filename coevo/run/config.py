@@ -24,7 +24,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from coevo.extras import install_hint
-from coevo.operators.diff_edit import EditPolicy
 from coevo.plugins import PluginError, normalised
 from coevo.run.backend_registry import backend_class
 from coevo.run.method_registry import method_class, method_names
@@ -134,11 +133,13 @@ class OperatorSettings(_Section):
                 raise ValueError("edit probabilities must be >= 0 with a positive sum")
         return value
 
-    def policy(self) -> EditPolicy:
-        """The operators' `EditPolicy`: the chance of a diff (a table's weights normalised)."""
+    @property
+    def diff_share(self) -> float:
+        """The chance that a one-parent request asks for a diff (a table's weights normalised), what the
+        operators' `EditPolicy` takes."""
         if isinstance(self.edit, str):
-            return EditPolicy(float(self.edit == "diff"), self.diff_resamples)
-        return EditPolicy(self.edit.get("diff", 0.0) / sum(self.edit.values()), self.diff_resamples)
+            return float(self.edit == "diff")
+        return self.edit.get("diff", 0.0) / sum(self.edit.values())
 
 
 class RunConfig(_Section):
@@ -206,7 +207,9 @@ class RunConfig(_Section):
         method = method_class(self.method)
         if not method.runs_on(capabilities):
             fitting = [name for name in METHODS if method_class(name).runs_on(capabilities)]
-            raise ValueError(f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}")
+            raise ValueError(
+                f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}"
+            )
         if capabilities.heuristics and self.task is None:
             raise ValueError("config key 'task' is required")
         if method.extra is not None and importlib.util.find_spec(method.extra[0]) is None:
@@ -414,7 +417,7 @@ def _without_former_workload_keys(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _did_you_mean(loc: tuple[str | int, ...]) -> str:
-    """" (did you mean 'budget'?)" when an unknown key is close to a key its section knows, else ""."""
+    """ " (did you mean 'budget'?)" when an unknown key is close to a key its section knows, else ""."""
     if str(loc[0]) in MOVED_TO_SETTINGS:
         new = MOVED_TO_SETTINGS[str(loc[0])]
         return f" (a method's own keys are in its [settings] table{f': settings.{new}' if new else ''})"

@@ -67,6 +67,7 @@ class MemberReplica:
 
     def __init__(self, config_data: dict[str, Any], threads: int = 1) -> None:
         from coevo.llm.ledger import BudgetLedger
+        from coevo.operators.diff_edit import EditPolicy
         from coevo.operators.eoh_operators import EoHOperators
         from coevo.run.build import build_host, build_workload
         from tasks import get_task
@@ -80,7 +81,12 @@ class MemberReplica:
         """The AHD ES operators (None without ES or on the agent workload); a job's sampling and templates
         override theirs."""
         if not episodes and llm is not None:
-            self.operators = EoHOperators(llm, get_task(config.task), BudgetLedger(), edits=config.operators.policy())
+            self.operators = EoHOperators(
+                llm,
+                get_task(config.task),
+                BudgetLedger(),
+                edits=EditPolicy(config.operators.diff_share, config.operators.diff_resamples),
+            )
         self.step = 0
 
     def play(self, lines: Sequence[str], generation: int, index: int, member: Member, traces: bool) -> Evaluation:

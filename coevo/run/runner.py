@@ -34,6 +34,7 @@ from coevo.es.update_log import HISTORY_FILENAME
 from coevo.evaluate.evaluator import Evaluator
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.ledger import BudgetLedger
+from coevo.operators.diff_edit import EditPolicy
 from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.population import Population, PromptVariant
@@ -342,7 +343,13 @@ class Runner:
     def _operators(self) -> EoHOperators | None:
         if self.task is None:
             return None
-        return EoHOperators(self.llm, self.task, self.ledger, sampling=self.sampling, edits=self.config.operators.policy())
+        return EoHOperators(
+            self.llm,
+            self.task,
+            self.ledger,
+            sampling=self.sampling,
+            edits=EditPolicy(self.config.operators.diff_share, self.config.operators.diff_resamples),
+        )
 
     def _track_best(self, candidate: Candidate) -> None:
         if candidate.valid and (self.best is None or candidate.fitness > self.best.fitness):
