@@ -507,6 +507,9 @@ def coevo_credit_note(record: dict[str, Any]) -> str:
         " turn), only the members that"
         " shared a variant could give a direction, and only when their rewards differed. Directed updates of the"
         f" coevo runs, sorted: {', '.join(map(str, directed))} (the table gives each run's out of its updates)."
+        " Where a run made none, the split is not the whole story: in the archived stores of coevo seeds 2 and 3"
+        " every ES child either scored exactly as its best parent or was invalid while its parent was the"
+        " population's worst, and the improvement reward gives both 0, so no split could find a direction."
     )
 
 
