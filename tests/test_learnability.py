@@ -111,3 +111,17 @@ def test_the_held_out_record_pairs_each_side_and_corrects_the_primary_tests_toge
     assert record["primary_endpoint_met"] == all(
         t["p_holm"] < learnability.ALPHA and t["gained"] > t["lost"] for t in primary.values()
     )
+
+
+def test_sides_measured_apart_are_reused_from_the_cache(tiny, tmp_path, capsys):
+    cache = tmp_path / "sides"
+    learnability.main(["heldout", "--task", TASK, "--only", "base", "--cache", str(cache)])
+    assert [p.name for p in cache.iterdir()] == ["base.json"]
+    kept = json.loads((cache / "base.json").read_text())
+    capsys.readouterr()
+    record = learnability.heldout(
+        learnability.argparse.Namespace(
+            model="tiny", task=TASK, seed=0, trained=None, control=None, results=None, cache=str(cache), only=None
+        )
+    )["heldout"]
+    assert record["sides"]["base"] == kept and '"side": "base"' not in capsys.readouterr().out, "not measured again"

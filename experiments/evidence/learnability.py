@@ -354,7 +354,11 @@ def heldout(args: argparse.Namespace) -> dict:
     sampled_items = argmax_items[:SAMPLED_ITEMS]
     measured = {}
     for side, run_dir in {"base": None, "trained": args.trained, "control": args.control}.items():
-        if side != "base" and run_dir is None:
+        if side != "base" and run_dir is None or args.only not in (None, side):
+            continue
+        kept = None if args.cache is None else Path(args.cache) / f"{side}.json"
+        if kept is not None and kept.exists():
+            measured[side] = json.loads(kept.read_text())
             continue
         backend = load(args.model)
         trained(backend, run_dir)
@@ -362,6 +366,9 @@ def heldout(args: argparse.Namespace) -> dict:
         episodes = sampled_hits(backend, sampled_items, args.seed)
         measured[side] = {"logp": logp, "argmax": hits.tolist(), "sampled": episodes.tolist()}
         print(json.dumps({"side": side, "logp": logp, "argmax": float(hits.mean()), "sampled": float(episodes.mean())}))
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(json.dumps(measured[side]))
     tests = {}
     for side, against in (("trained", "base"), ("trained", "control"), ("control", "base")):
         if side not in measured or against not in measured:
@@ -420,6 +427,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if name == "heldout":
             sub.add_argument("--trained", help="the ES run's directory")
             sub.add_argument("--results", help="merge the record into this evidence file under `learnability`")
+            sub.add_argument("--cache", help="keep each side's measurement here and reuse it (sides measured apart)")
+            sub.add_argument("--only", choices=("base", "trained", "control"), help="measure this side alone")
             sub.add_argument("--control", help="the control run's directory")
     args = parser.parse_args(argv)
     record = {"screen": screen, "train": train, "heldout": heldout}[args.command](args)
