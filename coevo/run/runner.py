@@ -36,7 +36,8 @@ from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.ledger import BudgetLedger
 from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection, TextProposal
-from coevo.population import Population, PromptVariant
+from coevo.islands import IslandPopulation
+from coevo.population import PromptVariant
 from coevo.run.build import build_host, build_workload, configured_evaluator
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.executor import Executor, LocalExecutor
@@ -90,7 +91,7 @@ class Runner:
         self.host: WeightsHost | None = build_host(llm, config) if config.uses_weights else None
         self.workload: Workload = workload or build_workload(config, llm, self.host, run_dir / "eval-cache")
         self.method: Policy = method_class(config.method)(config, self.capabilities)
-        self.population = Population(config.population_size)
+        self.population = IslandPopulation(config.population_size, config.population.structure())
         self.prompts = self.method.prompt_pool()
         self.rng = np.random.default_rng(config.seed)
         self.evaluations = 0
@@ -164,6 +165,7 @@ class Runner:
             if phase == "init" or self.phase == len(self.method.phases):
                 self.generation, self.phase = self.generation + 1, 0
                 if phase != "init":
+                    self.population.end_generation(generation)
                     self._measure_curve(generation)
             self.store.commit_step(self.step, generation, phase, self._state())
         except BaseException:
@@ -452,6 +454,7 @@ class Runner:
             "generation": self.generation,
             "phase": self.phase,
             "population": [c.to_dict() for c in self.population.members],
+            "islands": self.population.state(),
             "best": None if self.best is None else self.best.to_dict(),
             "rng": self.rng.bit_generator.state,
             "ledger": self.ledger.to_dict(),
@@ -468,7 +471,7 @@ class Runner:
         self.policy_calls = state.get("policy_calls", 0)  # absent from runs stored before it was counted
         self.generation = state["generation"]
         self.phase = state["phase"]
-        self.population.members = [Candidate.from_dict(c) for c in state["population"]]
+        self.population.restore(state.get("islands") or _one_island(state["population"]))
         self.best = None if state["best"] is None else Candidate.from_dict(state["best"])
         self.rng.bit_generator.state = state["rng"]
         self.ledger = BudgetLedger.from_dict(state["ledger"])
@@ -506,6 +509,11 @@ class Runner:
                 mirror.flush()
                 os.fsync(mirror.fileno())
         self._exported_updates = self.engine.step
+
+
+def _one_island(members: list[dict[str, Any]]) -> dict[str, Any]:
+    """The population state of a run stored before islands: its members on one island."""
+    return {"islands": [{"members": members}], "turn": 0, "arrivals": 0, "drawn": []}
 
 
 def summary(store: RunStore) -> dict[str, Any]:
