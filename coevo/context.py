@@ -20,11 +20,11 @@ if TYPE_CHECKING:
     from coevo.es.engine import UpdateStats
     from coevo.es.perturbation import Perturbation
     from coevo.evaluate.evaluator import Evaluator
+    from coevo.islands import IslandPopulation
     from coevo.llm.base import LLM, SamplingParams
     from coevo.llm.ledger import BudgetLedger
     from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
     from coevo.operators.records import Proposal, Rejection, TextProposal
-    from coevo.islands import IslandPopulation
     from coevo.population import PromptPool, PromptVariant
     from coevo.workload import Capabilities, Evaluation, Member, Workload
     from tasks.base import SplitName, Task

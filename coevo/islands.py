@@ -75,7 +75,9 @@ class IslandPopulation:
 
     @property
     def best(self) -> Candidate | None:
-        return max((island.best for island in self.islands if island.best is not None), key=lambda c: c.fitness, default=None)
+        return max(
+            (island.best for island in self.islands if island.best is not None), key=lambda c: c.fitness, default=None
+        )
 
     @property
     def worst_fitness(self) -> float | None:
@@ -125,9 +127,7 @@ class IslandPopulation:
         structure = self.structure
         if structure.islands == 1 or generation < 1 or generation % structure.migration_interval:
             return False
-        emigrants = [
-            island.members[: max(1, int(structure.migration_rate * len(island)))] for island in self.islands
-        ]
+        emigrants = [island.members[: max(1, int(structure.migration_rate * len(island)))] for island in self.islands]
         for index, leaving in enumerate(emigrants):
             self.islands[(index + 1) % len(self.islands)].add(leaving)
         return True

@@ -32,11 +32,11 @@ from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import ScheduleConfig
 from coevo.es.update_log import HISTORY_FILENAME
 from coevo.evaluate.evaluator import Evaluator
+from coevo.islands import IslandPopulation
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.ledger import BudgetLedger
 from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection, TextProposal
-from coevo.islands import IslandPopulation
 from coevo.population import PromptVariant
 from coevo.run.build import build_host, build_workload, configured_evaluator
 from coevo.run.config import ConfigError, RunConfig
