@@ -15,7 +15,9 @@ from coevo.map_elites import GridArchive
 from coevo.parent_sampling import ParentSampling
 from coevo.population import Population
 from coevo.run.config import ConfigError, validate
+from coevo.run.report import render_report
 from coevo.run.session import resume_run, start_run
+from coevo.run.store import RunStore
 
 
 def candidate(code: str, fitness: float | None, parents: tuple[str, ...] = ()) -> Candidate:
@@ -171,7 +173,14 @@ def test_islands_resume_exactly_and_every_island_gets_children(tmp_path: Path) -
     with start_run(config, tmp_path / "straight") as straight:
         straight.run()
         expected = straight.store.last_state()
-    assert all(island["members"] for island in expected["islands"]["islands"]), "an island was left empty"
+    islands = expected["islands"]["islands"]
+    assert all(island["members"] for island in islands), "an island was left empty"
+    store = RunStore.open(tmp_path / "straight")
+    page = render_report(store)
+    store.close()
+    assert "<h2>Islands and archive</h2>" in page
+    for index, island in enumerate(islands):
+        assert f"<td>{island['members'][0]['key']}</td><td>{len(island['members'])} / 3</td>" in page, index
     interrupted = start_run(config, tmp_path / "resumed")
     for _ in range(3):
         interrupted.run_step()
