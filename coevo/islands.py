@@ -2,9 +2,10 @@
 
 Islands evolve apart and meet only at migrations, so each can settle on its own kind of heuristic:
 - a parent draw (`select`) takes every parent from one island, the islands taking turns;
-- a child joins the island its parents were drawn from (a child whose parents were not drawn here,
-  such as hill climbing's, the island of its first parent); a child without parents (i1, the library)
-  joins the islands in turn, so no island is left to fill from the others;
+- a child joins the island its parents were drawn from, so it joins an island that holds them all (a
+  child whose parents were not drawn here, such as hill climbing's, joins its first parent's island);
+  a child without parents (i1, the library) joins the islands in turn, so none is left to fill from
+  the others;
 - every `migration_interval` generations each island sends copies of its best `migration_rate` share
   (at least one) to the next island in the ring.
 One island with the elitist pool and rank weights is EoH's population, draw for draw.
@@ -13,7 +14,8 @@ One island with the elitist pool and rank weights is EoH's population, draw for 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,7 +54,7 @@ class IslandPopulation:
         self.arrivals = 0
         """Parentless children placed so far: the next one joins island `arrivals % islands`."""
         self.drawn: list[tuple[tuple[str, ...], int]] = []
-        """(parent keys, island) of each draw since the last `add`, consumed by the children in order."""
+        """(parent keys, island) of each draw since the last `add`, which places the children of each."""
 
     def _archive(self, size: int) -> Population:
         structure = self.structure
@@ -98,24 +100,42 @@ class IslandPopulation:
 
     def add(self, candidates: Iterable[Candidate]) -> None:
         """Place each candidate on its island (valid or not, so draws and turns stay matched), then merge."""
+        candidates = list(candidates)
         arriving: list[list[Candidate]] = [[] for _ in self.islands]
-        for candidate in candidates:
-            arriving[self.island_of(candidate)].append(candidate)
+        for candidate, island in zip(candidates, self.placements(candidates), strict=True):
+            arriving[island].append(candidate)
         self.drawn = []
         for island, newcomers in zip(self.islands, arriving, strict=True):
             if newcomers:
                 island.add(newcomers)
 
-    def island_of(self, candidate: Candidate) -> int:
-        """The island a new candidate joins (consuming the draw it came from, if any)."""
+    def placements(self, candidates: Sequence[Candidate]) -> list[int]:
+        """The island each of `candidates` joins.
+
+        Children come in the order of the draws they were written from, a draw's children together (a
+        mirrored ES pair shares one draw). Where one set of parents was drawn several times (a migrant
+        drawn on two islands), its children are shared out over those draws in order, in equal blocks.
+        """
+        draws: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        for keys, island in self.drawn:
+            draws[keys].append(island)
+        children = Counter(c.parents for c in candidates if c.parents in draws)
+        placed: Counter[tuple[str, ...]] = Counter()
+        islands = []
+        for candidate in candidates:
+            if candidate.parents in draws:
+                drawn_from = draws[candidate.parents]
+                islands.append(drawn_from[placed[candidate.parents] * len(drawn_from) // children[candidate.parents]])
+                placed[candidate.parents] += 1
+            else:
+                islands.append(self._home(candidate))
+        return islands
+
+    def _home(self, candidate: Candidate) -> int:
+        """The island of a candidate not written from a draw: its first parent's, else the next in turn."""
         if candidate.parents:
-            for index, (keys, island) in enumerate(self.drawn):
-                if keys == candidate.parents:
-                    del self.drawn[index]
-                    return island
-            first_parent = candidate.parents[0]
             for index, island in enumerate(self.islands):
-                if any(member.key == first_parent for member in island.members):
+                if any(member.key == candidate.parents[0] for member in island.members):
                     return index
         island = self.arrivals % len(self.islands)
         self.arrivals += 1

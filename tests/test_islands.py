@@ -91,6 +91,20 @@ def test_one_elite_island_with_rank_weights_draws_exactly_as_the_eoh_pool() -> N
         assert single.select(first, 2) == island.select(second, 2)
 
 
+@pytest.mark.parametrize("share", [1, 2, 3])
+def test_children_of_one_parent_drawn_on_two_islands_follow_their_draws(share: int) -> None:
+    """A migrant lives on two islands; drawn on each, its children (`share` per draw, as mirrored ES
+    members are) join the island of the draw they came from."""
+    population = IslandPopulation(2, PopulationStructure(islands=2, migration_interval=1))
+    population.add([candidate("migrant", 1.0)])
+    population.end_generation(1)
+    rng = np.random.default_rng(0)
+    draws = [population.select(rng, 1)[0] for _ in range(2)]
+    assert [p.key for p in draws] == [population.islands[0].best.key] * 2
+    children = [candidate(f"child{i}", 2.0 + i, (draws[0].key,)) for i in range(2 * share)]
+    assert population.placements(children) == [0] * share + [1] * share
+
+
 def test_a_crossover_needs_two_members_on_one_island() -> None:
     population = IslandPopulation(4, PopulationStructure(islands=2))
     population.add(founders(2))
