@@ -171,8 +171,9 @@ BASE = {
     "seed": 3,
     "population_size": 4,
     "eval": {"limit": 4, "workers": 1},
+    "es": {"sigma": 0.05, "alpha": 0.05},
     "population": {
-        "islands": 2,
+        "islands": 3,
         "migration_interval": 1,
         "archive": "map-elites",
         "features": ["code_length"],
@@ -182,8 +183,9 @@ BASE = {
 }
 
 
-def test_islands_resume_exactly_and_every_island_gets_children(tmp_path: Path) -> None:
-    config = validate(BASE)
+@pytest.mark.parametrize("method", ["eoh", "eoh+es"])
+def test_islands_resume_exactly_and_every_island_gets_children(tmp_path: Path, method: str) -> None:
+    config = validate({**BASE, "method": method})
     with start_run(config, tmp_path / "straight") as straight:
         straight.run()
         expected = straight.store.last_state()
@@ -204,6 +206,7 @@ def test_islands_resume_exactly_and_every_island_gets_children(tmp_path: Path) -
         actual = resumed.store.last_state()
     assert actual["islands"] == expected["islands"]
     assert actual["best"] == expected["best"] and actual["rng"] == expected["rng"]
+    assert actual["weights_sha256"] == expected["weights_sha256"]
 
 
 @pytest.mark.parametrize(
