@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from coevo.candidate import Candidate
@@ -19,13 +20,15 @@ from coevo.population import Population, best_first, distinct_logic
 from coevo.pyast import parse
 
 
-def _ast_nodes(candidate: Candidate) -> float:
-    return float(sum(1 for _ in ast.walk(parse(candidate.code))))
+@lru_cache(maxsize=4096)
+def _ast_nodes(code: str) -> float:
+    """Nodes of the code's syntax tree, computed once per code: cells are recomputed on every `add`."""
+    return float(sum(1 for _ in ast.walk(parse(code))))
 
 
 FEATURES: dict[str, Callable[[Candidate], float]] = {
     "code_length": lambda candidate: float(len(candidate.code)),
-    "ast_nodes": _ast_nodes,
+    "ast_nodes": lambda candidate: _ast_nodes(candidate.code),
 }
 """The built-in feature dimensions: characters of code, and nodes of its syntax tree (its complexity)."""
 
