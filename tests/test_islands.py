@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_runner import BASE as RUNNER_BASE
 
 from coevo.candidate import Candidate
 from coevo.islands import IslandPopulation, PopulationStructure
@@ -164,14 +165,8 @@ def test_state_round_trips_through_json_and_draws_continue_identically() -> None
 
 
 BASE = {
+    **RUNNER_BASE,
     "method": "eoh",
-    "task": "tsp_construct",
-    "model": "scripted_llm:build",
-    "budget": 22,
-    "seed": 3,
-    "population_size": 4,
-    "eval": {"limit": 4, "workers": 1},
-    "es": {"sigma": 0.05, "alpha": 0.05},
     "population": {
         "islands": 3,
         "migration_interval": 1,
