@@ -20,11 +20,12 @@ if TYPE_CHECKING:
     from coevo.es.engine import UpdateStats
     from coevo.es.perturbation import Perturbation
     from coevo.evaluate.evaluator import Evaluator
+    from coevo.islands import IslandPopulation
     from coevo.llm.base import LLM, SamplingParams
     from coevo.llm.ledger import BudgetLedger
     from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
     from coevo.operators.records import Proposal, Rejection, TextProposal
-    from coevo.population import Population, PromptPool, PromptVariant
+    from coevo.population import PromptPool, PromptVariant
     from coevo.workload import Capabilities, Evaluation, Member, Workload
     from tasks.base import SplitName, Task
 
@@ -40,7 +41,8 @@ class Context(Protocol):
     """The heuristic-design task; None where members are not heuristics."""
     operators: EoHOperators | None
     """Writes heuristics from proposal requests without recording or scoring them (None: no task)."""
-    population: Population
+    population: IslandPopulation
+    """The run's islands of heuristics (one by default): methods add children and select parents."""
     prompts: PromptPool
     rng: np.random.Generator
     """The run's random stream (parent selection, prompt assignment), restored exactly on resume."""

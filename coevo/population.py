@@ -3,7 +3,8 @@
 `Population` is EoH's elitist pool: offspring join, duplicates (the same logic, by `code_fingerprint`,
 so a reformatted copy counts as its original) are dropped, and only the best `size` stay. Distinct
 logic with tied scores stays: integer objectives (bin counts, set sizes) tie often. Parents are
-drawn with EoH's rank weights 1 / (rank + size), which favour the best without starving the rest.
+drawn with EoH's rank weights 1 / (rank + size) unless another `ParentSampling` is given. Islands
+and the MAP-Elites archive build on it (`coevo.islands`, `coevo.map_elites`).
 
 `PromptPool` is the prompt side of the coevo method: prompt variants (templates plus skill notes)
 with a running score; the worst is replaced by a mutation of the best each generation.
@@ -22,15 +23,19 @@ from coevo.candidate import Candidate
 from coevo.operators.fingerprint import code_fingerprint
 from coevo.operators.records import Parent
 from coevo.operators.templates import PromptTemplates
+from coevo.parent_sampling import ParentSampling
 
 
 class Population:
     """At most `size` valid candidates, best (highest fitness) first."""
 
-    def __init__(self, size: int, members: Iterable[Candidate] = ()) -> None:
+    def __init__(
+        self, size: int, members: Iterable[Candidate] = (), sampling: ParentSampling = ParentSampling()
+    ) -> None:
         if size < 1:
             raise ValueError(f"population size must be at least 1, got {size}")
         self.size = size
+        self.sampling = sampling
         self.members: list[Candidate] = []
         self.add(members)
 
@@ -41,15 +46,7 @@ class Population:
         so the same additions always leave the same population and an incumbent is never unseated by
         an equal.
         """
-        pool = sorted([*self.members, *(c for c in candidates if c.valid)], key=lambda c: c.fitness, reverse=True)
-        kept: list[Candidate] = []
-        seen: set[str] = set()
-        for candidate in pool:
-            logic = _fingerprint(candidate.code)
-            if logic not in seen:
-                seen.add(logic)
-                kept.append(candidate)
-        self.members = kept[: self.size]
+        self.members = distinct_logic(best_first(self.members, candidates))[: self.size]
 
     def __len__(self) -> int:
         return len(self.members)
@@ -63,14 +60,35 @@ class Population:
         return self.members[-1].fitness if self.members else None
 
     def select(self, rng: np.random.Generator, count: int) -> list[Candidate]:
-        """`count` distinct parents (fewer if the pool is smaller), drawn with weights 1 / (rank + size)."""
-        if not self.members:
-            raise ValueError("cannot select parents from an empty population")
-        weights = 1.0 / (np.arange(len(self.members)) + len(self.members))
-        chosen = rng.choice(
-            len(self.members), size=min(count, len(self.members)), replace=False, p=weights / weights.sum()
-        )
-        return [self.members[int(i)] for i in chosen]
+        """`count` distinct parents (fewer if the pool is smaller), drawn with the pool's sampling weights."""
+        return self.sampling.draw(rng, self.members, count)
+
+    def can_draw(self, count: int) -> bool:
+        """Whether `select` can give `count` distinct parents (a crossover needs two)."""
+        return len(self.members) >= count
+
+    def state(self) -> dict[str, Any]:
+        return {"members": [c.to_dict() for c in self.members]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.members = [Candidate.from_dict(c) for c in state["members"]]
+
+
+def best_first(members: Sequence[Candidate], newcomers: Iterable[Candidate]) -> list[Candidate]:
+    """Members and the valid newcomers, best first; ties keep arrival order (members first)."""
+    return sorted([*members, *(c for c in newcomers if c.valid)], key=lambda c: c.fitness, reverse=True)
+
+
+def distinct_logic(pool: Iterable[Candidate]) -> list[Candidate]:
+    """`pool` without the candidates whose logic (`code_fingerprint`) an earlier one already has."""
+    kept: list[Candidate] = []
+    seen: set[str] = set()
+    for candidate in pool:
+        logic = _fingerprint(candidate.code)
+        if logic not in seen:
+            seen.add(logic)
+            kept.append(candidate)
+    return kept
 
 
 @lru_cache(maxsize=4096)

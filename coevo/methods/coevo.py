@@ -117,7 +117,7 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
         requests, judged_against = [], []
         for index, variant in enumerate(variants):
             operator = operators[index % len(operators)]
-            if operator in CROSSOVERS and len(population) < 2:
+            if operator in CROSSOVERS and not population.can_draw(2):
                 operator = "m1"
             parents = [] if operator == "i1" else population.select(context.rng, 2 if operator in CROSSOVERS else 1)
             if operator == "tune" and not tunable_values(parents[0].code):

@@ -21,7 +21,7 @@ class EoH(Method):
     def generation_phase(self, context: Context, phase: str) -> None:
         if self.refill(context):
             return
-        if phase in CROSSOVERS and len(context.population) < 2:
+        if phase in CROSSOVERS and not context.population.can_draw(2):
             return
         self.offspring(context, phase)
 

@@ -136,7 +136,7 @@ class SkillMethod(Method):
         requests, judged_against, shown = [], [], []
         for index, subset in enumerate(subsets):
             operator = OPERATORS[index % len(OPERATORS)]
-            if operator in CROSSOVERS and len(population) < 2:
+            if operator in CROSSOVERS and not population.can_draw(2):
                 operator = "m1"
             parents = population.select(context.rng, 2 if operator in CROSSOVERS else 1)
             mine = [s for s in ranked if s.name in subset]

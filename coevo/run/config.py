@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from coevo.extras import install_hint
+from coevo.features import FEATURES
 from coevo.plugins import PluginError, normalised
 from coevo.run.backend_registry import backend_class
 from coevo.run.method_registry import method_class, method_names
@@ -142,6 +143,47 @@ class OperatorSettings(_Section):
         return self.edit.get("diff", 0.0) / sum(self.edit.values())
 
 
+class PopulationSettings(_Section):
+    """How the population is laid out: islands in a ring, an elitist pool or a MAP-Elites grid on each,
+    and how parents are drawn (docs/runs.md#population-structure). The defaults are EoH's one pool."""
+
+    islands: int = Field(1, ge=1, description="islands that evolve apart, each ceil(population_size / islands) members")
+    migration_interval: int = Field(
+        5, ge=1, description="generations between migrations, each island sending its best to the next"
+    )
+    migration_rate: float = Field(
+        0.1, gt=0, le=1, description="share of an island's members (at least one) copied at each migration"
+    )
+    archive: Literal["elite", "map-elites"] = Field(
+        "elite", description="elite: the best distinct members; map-elites: the best of each cell of a feature grid"
+    )
+    features: list[str] = Field(
+        ["code_length"], min_length=1, description=f"map-elites dimensions, built-in: {', '.join(FEATURES)}"
+    )
+    feature_bins: int = Field(10, ge=1, description="bins per feature dimension")
+    feature_ranges: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="fixed [low, high] of a feature; the others follow the values seen"
+    )
+    parent_sampling: Literal["rank", "power-law", "weighted"] = Field(
+        "rank",
+        description="rank: EoH's 1 / (rank + n); power-law: (rank + 1) ** -exponent; weighted: sigmoid of the score",
+    )
+    power_law_exponent: float = Field(1.0, gt=0, description="the exponent of power-law sampling")
+    weighted_sharpness: float = Field(
+        10.0, gt=0, description="slope of weighted sampling's sigmoid, per standard deviation from the median"
+    )
+
+    @model_validator(mode="after")
+    def _known_features(self) -> PopulationSettings:
+        for name in [*self.features, *self.feature_ranges]:
+            if name not in FEATURES:
+                raise ValueError(f"unknown feature {name!r}; built-in features: {', '.join(FEATURES)}")
+        for name, (low, high) in self.feature_ranges.items():
+            if not low < high:
+                raise ValueError(f"feature_ranges.{name} must be [low, high] with low < high, got [{low}, {high}]")
+        return self
+
+
 class RunConfig(_Section):
     """Everything a run needs; `budget` counts candidate evaluations (every proposal slot counts)."""
 
@@ -162,6 +204,7 @@ class RunConfig(_Section):
     llm: LLMSettings = LLMSettings()
     eval: EvalSettings = EvalSettings()
     operators: OperatorSettings = OperatorSettings()
+    population: PopulationSettings = PopulationSettings()
     workload: SerializeAsAny[WorkloadSettings] = WorkloadSettings()
     settings: dict[str, Any] = Field(
         default_factory=dict, description="the method's own keys, checked by its settings model (below)"
@@ -217,6 +260,14 @@ class RunConfig(_Section):
                 f"method {self.method} needs the {method.extra[1]!r} extra: {install_hint(method.extra[1])}"
             )
         check_settings(self.method, self.settings)
+        return self
+
+    @model_validator(mode="after")
+    def _islands_fit(self) -> RunConfig:
+        if self.population.islands > self.population_size:
+            raise ValueError(
+                f"population.islands ({self.population.islands}) cannot exceed population_size ({self.population_size})"
+            )
         return self
 
     @model_validator(mode="after")

@@ -90,6 +90,8 @@ def render_report(store: RunStore) -> str:
         _section("How the prompts changed", _prompt_changes(store, state)),
         _section("Episodes", _episodes(store.trajectories())),
     ]
+    if islands := _islands(config, state):
+        sections.insert(5, _section("Islands and archive", islands))
     history = library_history(store.states())
     if history:
         sections.insert(-1, _section("Skill library", _skill_library(store, history)))
@@ -350,6 +352,28 @@ def _lineage(best: Candidate | None, candidates: Sequence[Candidate]) -> str:
     )
     table = _table(rows, ("candidate", "operator", "generation", "search objective", "prompt", "weights"))
     return f'<p class="note">{note}</p>' + table
+
+
+# --- population structure --------------------------------------------------------------------------
+def _islands(config: dict[str, Any], state: dict[str, Any]) -> str:
+    """Each island's size and best member, and with MAP-Elites the cells it fills of its grid; "" for
+    EoH's single pool, which the lineage already shows."""
+    settings = config.get("population") or {}
+    islands = (state.get("islands") or {}).get("islands", [])
+    grid = settings.get("archive") == "map-elites"
+    if len(islands) < 2 and not grid:
+        return ""
+    headers = ["island", "members", "best search objective", "best candidate"]
+    if grid:
+        headers.append("occupied cells")
+        cells = settings["feature_bins"] ** len(settings["features"])
+    rows = []
+    for index, island in enumerate(islands):
+        best = island["members"][:1]
+        row = [index, len(island["members"]), *((best[0]["objective"], best[0]["key"]) if best else ("-", "-"))]
+        rows.append([*row, f"{len(island['members'])} / {cells}"] if grid else row)
+    note = f"Features: {', '.join(settings['features'])}, {settings['feature_bins']} bins each." if grid else ""
+    return _table(rows, headers) + (f'<p class="note">{escape(note)}</p>' if note else "")
 
 
 # --- prompts ---------------------------------------------------------------------------------------

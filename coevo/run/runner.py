@@ -32,14 +32,16 @@ from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import ScheduleConfig
 from coevo.es.update_log import HISTORY_FILENAME
 from coevo.evaluate.evaluator import Evaluator
+from coevo.islands import IslandPopulation, PopulationStructure
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.ledger import BudgetLedger
 from coevo.operators.diff_edit import EditPolicy
 from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection, TextProposal
-from coevo.population import Population, PromptVariant
+from coevo.parent_sampling import ParentSampling
+from coevo.population import PromptVariant
 from coevo.run.build import build_host, build_workload, configured_evaluator
-from coevo.run.config import ConfigError, RunConfig
+from coevo.run.config import ConfigError, PopulationSettings, RunConfig
 from coevo.run.executor import Executor, LocalExecutor
 from coevo.run.heldout import SuccessRate, heldout_success
 from coevo.run.method_registry import method_class
@@ -91,7 +93,7 @@ class Runner:
         self.host: WeightsHost | None = build_host(llm, config) if config.uses_weights else None
         self.workload: Workload = workload or build_workload(config, llm, self.host, run_dir / "eval-cache")
         self.method: Policy = method_class(config.method)(config, self.capabilities)
-        self.population = Population(config.population_size)
+        self.population = IslandPopulation(config.population_size, population_structure(config.population))
         self.prompts = self.method.prompt_pool()
         self.rng = np.random.default_rng(config.seed)
         self.evaluations = 0
@@ -165,6 +167,7 @@ class Runner:
             if phase == "init" or self.phase == len(self.method.phases):
                 self.generation, self.phase = self.generation + 1, 0
                 if phase != "init":
+                    self.population.end_generation(generation)
                     self._measure_curve(generation)
             self.store.commit_step(self.step, generation, phase, self._state())
         except BaseException:
@@ -459,6 +462,7 @@ class Runner:
             "generation": self.generation,
             "phase": self.phase,
             "population": [c.to_dict() for c in self.population.members],
+            "islands": self.population.state(),
             "best": None if self.best is None else self.best.to_dict(),
             "rng": self.rng.bit_generator.state,
             "ledger": self.ledger.to_dict(),
@@ -475,7 +479,7 @@ class Runner:
         self.policy_calls = state.get("policy_calls", 0)  # absent from runs stored before it was counted
         self.generation = state["generation"]
         self.phase = state["phase"]
-        self.population.members = [Candidate.from_dict(c) for c in state["population"]]
+        self.population.restore(state.get("islands") or _one_island(state["population"]))
         self.best = None if state["best"] is None else Candidate.from_dict(state["best"])
         self.rng.bit_generator.state = state["rng"]
         self.ledger = BudgetLedger.from_dict(state["ledger"])
@@ -515,6 +519,11 @@ class Runner:
         self._exported_updates = self.engine.step
 
 
+def _one_island(members: list[dict[str, Any]]) -> dict[str, Any]:
+    """The population state of a run stored before islands: its members on one island."""
+    return {"islands": [{"members": members}], "turn": 0, "arrivals": 0, "drawn": []}
+
+
 def summary(store: RunStore) -> dict[str, Any]:
     """The `coevo runs show --json` object for a stored run: what it ran on (a task, or an environment
     whose held-out success it measured), what it spent, its answer and its weights."""
@@ -531,3 +540,17 @@ def summary(store: RunStore) -> dict[str, Any]:
         "heldout": store.heldout_figures(),
         "weights_sha256": state.get("weights_sha256"),
     }
+
+
+def population_structure(settings: PopulationSettings) -> PopulationStructure:
+    """The `PopulationStructure` the config's `[population]` table describes."""
+    return PopulationStructure(
+        islands=settings.islands,
+        migration_interval=settings.migration_interval,
+        migration_rate=settings.migration_rate,
+        archive=settings.archive,
+        features=tuple(settings.features),
+        feature_bins=settings.feature_bins,
+        feature_ranges=dict(settings.feature_ranges),
+        sampling=ParentSampling(settings.parent_sampling, settings.power_law_exponent, settings.weighted_sharpness),
+    )
