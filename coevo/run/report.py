@@ -11,10 +11,10 @@ contain markup, or characters the page could not even be written with.
 from __future__ import annotations
 
 import base64
+import html
 import io
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-import html
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -373,7 +373,7 @@ def _islands(config: dict[str, Any], state: dict[str, Any]) -> str:
         row = [index, len(island["members"]), *((best[0]["objective"], best[0]["key"]) if best else ("-", "-"))]
         rows.append([*row, f"{len(island['members'])} / {cells}"] if grid else row)
     note = f"Features: {', '.join(settings['features'])}, {settings['feature_bins']} bins each." if grid else ""
-    return _table(rows, headers) + (f'<p class="note">{escape(note)}</p>' if note else "")
+    return _table(rows, headers) + (f'<p class="note">{_html(note)}</p>' if note else "")
 
 
 # --- prompts ---------------------------------------------------------------------------------------
