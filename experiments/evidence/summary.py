@@ -703,7 +703,17 @@ def learnability_section(record: dict[str, Any]) -> str:
         else "not met: the pre-registered test did not show the trained weights ahead of both the base and the"
         " control at Holm p < 0.01, so no gain is claimed"
     )
-    lines += ["", f"Primary endpoint {verdict}.", "", LEARNABILITY_COMMANDS, ""]
+    lines += [
+        "",
+        f"Primary endpoint {verdict}.",
+        "",
+        "The two runs' settings, per-generation rewards and ES histories are archived in"
+        " [evidence/learnability/stores](evidence/learnability/stores): `heldout` replays each history onto"
+        " the base model, so every figure here is re-scorable from the repo.",
+        "",
+        LEARNABILITY_COMMANDS,
+        "",
+    ]
     return "\n".join(lines)
 
 
