@@ -703,9 +703,16 @@ def learnability_section(record: dict[str, Any]) -> str:
         else "not met: the pre-registered test did not show the trained weights ahead of both the base and the"
         " control at Holm p < 0.01, so no gain is claimed"
     )
+    base_sampled = sides["base"]["sampled"]
+    floor = (
+        f" The sampled endpoint sits near its floor ({sum(base_sampled)} of {len(base_sampled)} right for the"
+        " base within its 8 new tokens), so it can show little either way."
+        if sum(base_sampled) < 0.05 * len(base_sampled)
+        else ""
+    )
     lines += [
         "",
-        f"Primary endpoint {verdict}.",
+        f"Primary endpoint {verdict}.{floor}",
         "",
         "The two runs' settings, per-generation rewards and ES histories are archived in"
         " [evidence/learnability/stores](evidence/learnability/stores): `heldout` replays each history onto"
