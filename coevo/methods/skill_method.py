@@ -125,9 +125,10 @@ class SkillMethod(Method):
         """One child per request (`population_size` of them, or one per ES member written under it),
         the two members of a mirrored pair shown the same subset of the library, with the same operator
         and parents; returns the children, their improvements on their parents (what the failure
-        analysis reads) and what ES is told: their rewards (`Method.es_rewards`) with mirrored pairs (the pair shares its skills, so the engine's pair centring
-        removes their effect exactly), else the rewards less the shown skills' additive effects. The
-        shown skills' uses and credit move with the rewards."""
+        analysis reads) and what ES is told: their rewards (`Method.es_rewards`) with mirrored pairs
+        (the pair shares its skills, so the engine's pair centring removes their effect exactly), else
+        the rewards less the shown skills' additive effects. The shown skills' uses and credit move with
+        the rewards."""
         settings, population = self.settings, context.population
         ranked = by_credit(self.skills.library)
         share = 1 if members is None else self.pair_share
