@@ -23,6 +23,7 @@ import answer_format  # noqa: E402
 import bpp_pairs  # noqa: E402
 import move_choice  # noqa: E402
 import move_choice_es  # noqa: E402
+import operator_heldout  # noqa: E402
 import summary  # noqa: E402
 import weights_effect  # noqa: E402
 
@@ -296,6 +297,62 @@ def test_the_weights_effect_answers_the_same_prompts_under_base_and_replayed_wei
         weights_effect.main([str(run), str(moved), "--name", "only-one", "--results", str(results)])
 
 
+def moved_copy(run: Path, target: Path) -> Path:
+    """A copy of an ES run whose stored steps are made non-zero (the scripted LLM's members tie, so the
+    run's own updates are zero steps): its replayed weights differ from the base weights."""
+    import sqlite3
+
+    from coevo.es.perturbation import Update
+    from coevo.es.update_log import UpdateRecord
+
+    shutil.copytree(run, target)
+    with sqlite3.connect(target / "run.sqlite") as db:
+        for step, text in db.execute("SELECT step, record FROM es_updates").fetchall():
+            record = UpdateRecord.from_json(text)
+            seeds = tuple(dict.fromkeys(record.seeds))
+            steps = tuple(1.0 if i % 2 else -1.0 for i in range(len(seeds)))
+            moved_record = replace(record, update=Update(seeds, steps, record.alpha))
+            db.execute("UPDATE es_updates SET record = ? WHERE step = ?", (moved_record.to_json(), step))
+    return target
+
+
+def test_the_operator_is_measured_on_held_out_tasks_paired_by_answer(tiny_bpp_grid: Path, tmp_path: Path) -> None:
+    """ES trained on bpp_online's prompts; tsp_construct's prompts are answered under base and trained
+    weights with the same streams, each answer marked valid and better than the seed, tested paired."""
+    run = moved_copy(bpp_pairs.Setting("bpp_online", "eoh+es", 24, 0).run_dir(tiny_bpp_grid), tmp_path / "moved")
+    results = tmp_path / "results.json"
+    args = [str(run), "--tasks", "tsp_construct", "--per-task", "6", "--in-task", "--results", str(results)]
+    assert operator_heldout.main(args) == 0
+    figures = json.loads(results.read_text())["operator_heldout"]["eoh+es/s0"]
+    assert figures["trained_on"] == "bpp_online" and figures["updates"] >= 1
+    tsp = figures["held_out"]["tasks"]["tsp_construct"]
+    assert tsp["base"]["weights_sha256"] != tsp["trained"]["weights_sha256"]
+    base, trained = tsp["base"]["samples"], tsp["trained"]["samples"]
+    assert len(base) == len(trained) == 6
+    for sample in base + trained:
+        assert sample["better"] == (sample["valid"] and sample["gap_pct"] < tsp["seed_gap_pct"])
+    valid = figures["held_out"]["tests"]["valid"]
+    gained = sum(not b["valid"] and t["valid"] for b, t in zip(base, trained, strict=True))
+    lost = sum(b["valid"] and not t["valid"] for b, t in zip(base, trained, strict=True))
+    assert (valid["gained"], valid["lost"], valid["n"]) == (gained, lost, 6)
+    assert valid["p"] == operator_heldout.mcnemar_exact(gained, lost) and valid["p_holm"] >= valid["p"]
+    assert set(figures["in_task"]["tasks"]) == {"bpp_online"}  # reported apart from the held-out tests
+    own_task = [str(run), "--tasks", "bpp_online", "--per-task", "2", "--results", str(results)]
+    assert operator_heldout.main(own_task) == 2
+    eoh = bpp_pairs.Setting("bpp_online", "eoh", 24, 0).run_dir(tiny_bpp_grid)
+    assert operator_heldout.main([str(eoh), "--tasks", "tsp_construct", "--results", str(results)]) == 2
+
+
+def test_mcnemar_counts_only_the_answers_that_changed() -> None:
+    base = [{"valid": v, "better": b} for v, b in [(1, 0), (1, 1), (0, 0), (0, 0), (1, 0)]]
+    trained = [{"valid": v, "better": b} for v, b in [(1, 1), (0, 0), (1, 0), (1, 1), (1, 0)]]
+    result = operator_heldout.paired_test(base, trained, "valid")
+    assert (result["base"], result["trained"], result["gained"], result["lost"]) == (3, 4, 2, 1)
+    assert result["p"] == pytest.approx(1.0)
+    better = operator_heldout.paired_test(base, trained, "better")
+    assert (better["gained"], better["lost"]) == (2, 1)
+
+
 def test_the_answer_formats_answer_the_same_requests_and_are_scored_alike(tmp_path: Path) -> None:
     """The scripted LLM's answer depends on the prompt text, so the two formats get different answers to
     the same requests; each side's summary is its samples', and the page pairs them by answer."""
@@ -524,7 +581,7 @@ def test_a_run_that_answers_the_seed_is_marked_and_the_archive_decides_what_is_r
         return {"key": key, "val": 5.0, "test": 6.0, "valid_rate": 0.5, "updates": updates, "directed_updates": 0}
 
     record = {
-        "command": bpp_pairs.COMMAND.format(budget=24, seeds="0 1"),
+        "command": bpp_pairs.COMMAND.format(budget=24, seeds="0 1", out="runs/bpp_evidence"),
         "seeds": [0, 1],
         "runs": {
             "eoh": {"0": run("seedkey", 0), "1": run("other", 0)},

@@ -48,7 +48,7 @@ TREATMENTS = ("eoh+es", "coevo")
 COMMAND = (
     "python experiments/grid.py --tasks bpp_online --methods eoh eoh+es coevo --budgets {budget} "
     "--seeds {seeds} --model qwen-coder-0.5b --set population_size=4 --set es.rank=4 "
-    "--set es.scope=all_linear --out runs/bpp_evidence"
+    "--set es.scope=all_linear --out {out}"
 )
 TIME_LIMIT_WORDS = ("timed out", "time limit")
 """What the sandbox's verdicts say when a candidate ran past its per-instance or per-candidate limit."""
@@ -100,10 +100,10 @@ def run_figures(run_dir: Path) -> dict[str, Any] | None:
         store.close()
 
 
-def recorded_runs(results: Path, budget: int) -> dict[str, dict[str, Any]]:
-    """The per-run figures the evidence file holds for this budget (none when it records another)."""
-    recorded = read(TASK, results)
-    grid_at_budget = COMMAND.format(budget=budget, seeds="").split(" --seeds")[0]
+def recorded_runs(results: Path, budget: int, key: str = TASK) -> dict[str, dict[str, Any]]:
+    """The per-run figures the evidence file holds under `key` for this budget (none when it records another)."""
+    recorded = read(key, results)
+    grid_at_budget = COMMAND.format(budget=budget, seeds="", out="").split(" --seeds")[0]
     return recorded.get("runs", {}) if recorded.get("command", "").startswith(grid_at_budget) else {}
 
 
@@ -138,7 +138,7 @@ def grid_record(
 
     es_runs = [runs[m][str(s)] for m in TREATMENTS for s in complete]
     return {
-        "command": COMMAND.format(budget=budget, seeds=" ".join(map(str, seeds))),
+        "command": COMMAND.format(budget=budget, seeds=" ".join(map(str, seeds)), out=out),
         "seeds": complete,
         "pending": [s for s in seeds if s not in complete],
         "updates": min((r["updates"] for r in es_runs), default=0),
@@ -161,15 +161,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=168)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--key", default=TASK, help=f"the evidence file's key (default: {TASK}; the second grid: bpp_online_v2)"
+    )
     args = parser.parse_args(argv)
     try:
-        record = grid_record(args.out, args.budget, args.seeds, recorded_runs(args.results, args.budget))
+        record = grid_record(args.out, args.budget, args.seeds, recorded_runs(args.results, args.budget, args.key))
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    merge(TASK, record, args.results)
+    merge(args.key, record, args.results)
     print(
-        f"{TASK}: {len(record['seeds'])} complete seeds, pending {record['pending']}, {record['updates']} ES updates"
+        f"{args.key}: {len(record['seeds'])} complete seeds, pending {record['pending']}, {record['updates']} ES updates"
         f" ({record['directed_updates']} with a direction)"
     )
     return 0
