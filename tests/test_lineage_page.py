@@ -115,7 +115,7 @@ def test_a_parent_listed_after_its_child_does_not_make_a_cycle() -> None:
     assert [node.parent for node in nodes] == [None, 0]
 
 
-def test_each_heuristic_keeps_the_island_it_first_joined() -> None:
+def test_each_heuristic_keeps_the_first_island_that_kept_it() -> None:
     states = [
         {"islands": {"islands": [{"members": [{"key": k} for k in keys]} for keys in layout]}}
         for layout in (

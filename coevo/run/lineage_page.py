@@ -41,7 +41,8 @@ class LineageNode:
     model: str | None
     """The model its LLM call names; None without a call, or where the store records no model."""
     island: int | None
-    """The island it first joined; None when it joined none (invalid) or the run has one island."""
+    """The first island that kept it among its members; None where none did (an invalid heuristic, or one
+    worse than every member) or the run has one island."""
     diff: str
     """Unified diff of its code against its tree parent's (every line added for a root)."""
     ancestor: bool
@@ -59,8 +60,8 @@ def kept_by_key(candidates: Iterable[Candidate]) -> dict[str, Candidate]:
 
 
 def island_homes(states: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """The island each heuristic first joined, read from the step states (a migrant's copies on later
-    islands do not move it); empty for a run with one island."""
+    """The first island that kept each heuristic among its members, read from the step states (a
+    migrant's copies on later islands do not move it); empty for a run with one island."""
     homes: dict[str, int] = {}
     islands = 0
     for state in states:
