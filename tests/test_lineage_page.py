@@ -230,6 +230,18 @@ def test_clicking_a_heuristic_shows_its_fields_and_diff_and_markup_stays_text(br
 
     node(G).find_element(By.CSS_SELECTOR, ":scope > .row > .toggle").click()
     assert shown(L)
+    browser.find_element(By.ID, "show-answer").click()
+    answer = node(F).find_element(By.CSS_SELECTOR, ":scope > .detail")
+    assert (
+        answer.is_displayed()
+        and "+    return sorted(unvisited)[1]" in answer.find_element(By.CSS_SELECTOR, "pre.diff").text
+    )
+    assert not node(E).find_elements(By.CSS_SELECTOR, ":scope > .detail")  # built when first opened
+    node(E).find_element(By.CSS_SELECTOR, ":scope > .row > .label").click()
+    links = node(E).find_elements(By.CSS_SELECTOR, ":scope > .detail .parent-link")
+    assert [link.text for link in links] == [C.key, B.key]
+    links[1].click()
+    assert node(B).find_element(By.CSS_SELECTOR, ":scope > .detail").is_displayed()
     # The injected markup stayed text: no image, no extra script ran or was added.
     assert browser.find_elements(By.TAG_NAME, "img") == [] and browser.title != "pwned"
     assert len(browser.find_elements(By.TAG_NAME, "script")) == 2

@@ -106,6 +106,7 @@ def lineage_nodes(
 
 
 def _ancestry(key: str | None, by_key: Mapping[str, Candidate]) -> set[str]:
+    """`key` and the keys of every stored ancestor of it, crossover parents included."""
     found: set[str] = set()
     pending = [] if key is None else [key]
     while pending:
@@ -126,8 +127,7 @@ def _unified_diff(before: str, after: str, before_name: str, after_name: str) ->
 def render_lineage_page(store: RunStore) -> str:
     """The whole lineage page for one stored run."""
     config = store.config
-    steps_and_candidates = store.candidates()
-    candidates = [c for _, c in steps_and_candidates]
+    candidates = [c for _, c in store.candidates()]
     answer, _ = store.answer()
     answer_key = None if answer is None else answer.key
     homes = island_homes(store.states())
