@@ -98,7 +98,7 @@ def register(app: typer.Typer, fail) -> None:
 
     @app.command("report")
     def report(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")]) -> None:
-        """Write RUN_DIR/report.html: a self-contained page of the run's curves, code and prompts."""
+        """Write RUN_DIR/report.html (the run's curves, code and prompts) and RUN_DIR/lineage.html (its tree)."""
         from coevo.run.report import write_report
         from coevo.run.store import StoreError
 

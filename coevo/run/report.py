@@ -1,11 +1,13 @@
 """The run report: one self-contained HTML page showing what a run did and where its best heuristic came from.
 
 It is built from the run store alone, so it can be written for a finished, interrupted or still
-running run. Plots are PNG images embedded as data URIs (matplotlib's Agg renderer, through `Figure`
-objects so no global pyplot state is touched), the page needs no scripts and links nothing outside
-itself. Every string taken from the store is HTML-escaped, its control characters and lone
-surrogates shown as escapes (``coevo.shown``): code, thoughts and prompts are LLM output and may
-contain markup, or characters the page could not even be written with.
+running run. Beside it goes lineage.html, every heuristic of the run as an interactive tree
+(`coevo.run.lineage_page`), which the lineage section links to. Plots are PNG images embedded as data
+URIs (matplotlib's Agg renderer, through `Figure` objects so no global pyplot state is touched), the
+page needs no scripts and links nothing outside the run directory. Every string taken from the store
+is HTML-escaped, its control characters and lone surrogates shown as escapes (``coevo.shown``): code,
+thoughts and prompts are LLM output and may contain markup, or characters the page could not even
+be written with.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from coevo.candidate import Candidate
 from coevo.es.update_log import UpdateRecord
 from coevo.run.heldout import heldout_lines, measured_curve
 from coevo.run.learning_curve import curve_figure, training_rewards
+from coevo.run.lineage_page import LINEAGE_NAME, kept_by_key, render_lineage_page
 from coevo.run.store import RunStore, StoredTrajectory
 from coevo.run.validation import Validation, answer_line
 from coevo.shown import shown
@@ -57,15 +60,18 @@ img { max-width: 100%; display: block; margin: .5em 0; } .note { color: #666; }
 
 
 def write_report(run_dir: Path) -> Path:
-    """Write RUN_DIR/report.html for the run stored in `run_dir` and return its path.
+    """Write RUN_DIR/report.html and RUN_DIR/lineage.html for the run stored in `run_dir` and return
+    the report's path.
 
     Raises `coevo.run.store.StoreError` when `run_dir` holds no readable run.
     """
     store = RunStore.open(Path(run_dir))
     try:
         page = render_report(store)
+        tree = render_lineage_page(store)
     finally:
         store.close()
+    (Path(run_dir) / LINEAGE_NAME).write_text(tree, encoding="utf-8")
     path = Path(run_dir) / REPORT_NAME
     path.write_text(page, encoding="utf-8")
     return path
@@ -304,14 +310,10 @@ def _best_code(best: Candidate | None, answer: dict[str, Any] | None) -> str:
 def lineage(best: Candidate, candidates: Iterable[Candidate]) -> list[tuple[int, Candidate, bool]]:
     """(depth, candidate, already listed) rows of the best's ancestry, depth first.
 
-    A key maps to its first valid candidate (the one the population kept); an ancestor reached twice
+    A key maps to the candidate the population kept (`kept_by_key`); an ancestor reached twice
     (crossovers share ancestors) is listed again without its own ancestry.
     """
-    by_key: dict[str, Candidate] = {}
-    for candidate in candidates:
-        known = by_key.get(candidate.key)
-        if known is None or (candidate.valid and not known.valid):
-            by_key[candidate.key] = candidate
+    by_key = kept_by_key(candidates)
     rows: list[tuple[int, Candidate, bool]] = []
     listed: set[str] = set()
     pending = [(0, best)]
@@ -348,7 +350,9 @@ def _lineage(best: Candidate | None, candidates: Sequence[Candidate]) -> str:
         "Each heuristic is followed by the parents shown in its prompt, indented. Weights "
         "<code>model@N</code>: the base model after N ES updates; <code>model@N+s</code> or "
         "<code>model@N-s</code>: those weights plus (or minus) the ES perturbation drawn from seed s "
-        "(hexadecimal, first 8 digits); none: a library heuristic, which no model wrote."
+        "(hexadecimal, first 8 digits); none: a library heuristic, which no model wrote. "
+        f'<a href="{LINEAGE_NAME}">{LINEAGE_NAME}</a> shows every heuristic of the run as a tree, each with its'
+        " score, operator, model, island and diff against its parent."
     )
     table = _table(rows, ("candidate", "operator", "generation", "search objective", "prompt", "weights"))
     return f'<p class="note">{note}</p>' + table

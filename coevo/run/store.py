@@ -334,6 +334,16 @@ class RunStore:
         rows = self._db.execute("SELECT step, data FROM candidates ORDER BY id").fetchall()
         return [(step, Candidate.from_dict(json.loads(data))) for step, data in rows]
 
+    def candidate_models(self) -> list[str | None]:
+        """Beside `candidates()`, the model each one's LLM call names: None for a candidate no call wrote
+        (the library) and for every candidate of a store whose calls record no model."""
+        if "model" not in _columns(self._db)["llm_calls"]:
+            return [None] * self._db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]
+        rows = self._db.execute(
+            "SELECT l.model FROM candidates c LEFT JOIN llm_calls l ON l.id = c.llm_call ORDER BY c.id"
+        ).fetchall()
+        return [model for (model,) in rows]
+
     def per_instance(self, key: str) -> tuple[float, ...]:
         """The natural-sign per-instance scores of the last evaluation of the candidate with `key`."""
         row = self._db.execute(
