@@ -173,6 +173,19 @@ def test_the_bpp_grid_is_paired_by_seed_on_its_answers_val_and_test_gaps(tiny_bp
     assert f"0/{figures['updates']} directed" in page
     coevo = record["runs"]["coevo"]["0"]
     assert f"Directed updates of the coevo runs, sorted: {coevo['directed_updates']} (the table gives" in page
+    second = tmp_path / "second.json"
+    assert (
+        bpp_pairs.main(
+            [str(out), "--budget", "24", "--seeds", "0", "1", "--results", str(second), "--key", "bpp_online_v2"]
+        )
+        == 0
+    )
+    v2 = json.loads(second.read_text())
+    assert set(v2) == {"bpp_online_v2"} and v2["bpp_online_v2"]["runs"] == record["runs"]
+    page_v2 = summary.bpp_section(v2["bpp_online_v2"], key="bpp_online_v2")
+    assert page_v2.startswith("## Co-evolution against prompt-only on bpp_online, second grid (pre-registered)")
+    assert f"bpp_pairs.py {out} --key bpp_online_v2`" in page_v2 and "Directed updates of the coevo runs" not in page_v2
+    assert "experiments/evidence/bpp_v2_runs.tar.xz" in page_v2
 
 
 def measured_copy(grid: Path, tmp_path: Path) -> tuple[Path, list[str], Path, dict]:
@@ -337,6 +350,13 @@ def test_the_operator_is_measured_on_held_out_tasks_paired_by_answer(tiny_bpp_gr
     assert (valid["gained"], valid["lost"], valid["n"]) == (gained, lost, 6)
     assert valid["p"] == operator_heldout.mcnemar_exact(gained, lost) and valid["p_holm"] >= valid["p"]
     assert set(figures["in_task"]["tasks"]) == {"bpp_online"}  # reported apart from the held-out tests
+    page = summary.operator_section({"eoh+es/s0": figures})
+    assert f"eoh+es/s0 (trained on bpp_online, {figures['updates']} updates of which" in page
+    assert (
+        f"- valid: {valid['base']}/6 -> {valid['trained']}/6 (gained {gained}, lost {lost}; p = {valid['p']:.3g}"
+        in page
+    )
+    assert "PROTOCOL" not in page and "Not measured yet" in summary.operator_section(None)
     own_task = [str(run), "--tasks", "bpp_online", "--per-task", "2", "--results", str(results)]
     assert operator_heldout.main(own_task) == 2
     eoh = bpp_pairs.Setting("bpp_online", "eoh", 24, 0).run_dir(tiny_bpp_grid)
@@ -656,4 +676,4 @@ def test_the_learnability_section_states_the_pre_registered_verdict_either_way()
     assert "| trained | 2/4 (50.0%" in page and "| argmax:trained_vs_base | 1 | 0 | 1 | 1 (primary) |" in page
     assert "Primary endpoint not met" in page and "no gain is claimed" in page
     assert "Primary endpoint met" in summary.learnability_section({**record, "primary_endpoint_met": True})
-    assert "pre-registered" not in summary.render({}), "no section before the result exists"
+    assert "Does ES sharpen" not in summary.render({}), "no section before the result exists"

@@ -36,6 +36,26 @@ from tasks import get_task
 PAGE = RESULTS.parent.parent / "RESULTS.md"
 ARCHIVE = RESULTS.parent / "bpp_runs.tar.xz"
 """The archived run stores of the bpp_online grid (`bpp_pairs.py`), as `tar -cJf` packed its --out."""
+ARCHIVE_V2 = RESULTS.parent / "bpp_v2_runs.tar.xz"
+"""The same for the second grid (PROTOCOL.md section 3), finished and unfinished runs alike."""
+
+
+@dataclass(frozen=True)
+class GridPage:
+    """How the page presents one bpp_online grid of the evidence file."""
+
+    title: str
+    archive: Path
+    first: bool
+    """The first grid, run before mirrored pairs: its coevo runs get the note on their credit split."""
+
+
+GRID_PAGES = {
+    "bpp_online": GridPage("## Co-evolution against prompt-only on bpp_online", ARCHIVE, first=True),
+    "bpp_online_v2": GridPage(
+        "## Co-evolution against prompt-only on bpp_online, second grid (pre-registered)", ARCHIVE_V2, first=False
+    ),
+}
 AGENT_MODEL = "smollm2-135m"
 """The model `experiments/bench/agents.py --speedup` times."""
 PAIRED_RUNS = {
@@ -431,12 +451,12 @@ def seed_key(task: str) -> str:
     return Candidate(code=get_task(task).seed_code(), thought="", operator="library", generation=0).key
 
 
-def archive_note(record: dict[str, Any], archived: set[tuple[str, ...]]) -> str:
+def archive_note(record: dict[str, Any], archived: set[tuple[str, ...]], archive: Path = ARCHIVE) -> str:
     """Which of the grid's runs can be re-scored from the archive, and which keep recorded figures only."""
     runs = grid_run_dirs(record)
     kept = [f"{arm} s{seed}" for (arm, seed), run_dir in runs.items() if is_archived(run_dir, archived)]
     lost = [f"{arm} s{seed}" for (arm, seed), run_dir in runs.items() if not is_archived(run_dir, archived)]
-    note = f"Run stores archived in `experiments/evidence/{ARCHIVE.name}`"
+    note = f"Run stores archived in `experiments/evidence/{archive.name}`"
     note += f" (`tar -xJf` it into `runs/` to re-score them): {', '.join(kept) or 'none'}."
     if lost:
         note += (
@@ -446,17 +466,22 @@ def archive_note(record: dict[str, Any], archived: set[tuple[str, ...]]) -> str:
     return note
 
 
-def bpp_section(record: dict[str, Any] | None, archived: set[tuple[str, ...]] | None = None) -> str:
+def bpp_section(
+    record: dict[str, Any] | None, archived: set[tuple[str, ...]] | None = None, key: str = "bpp_online"
+) -> str:
     """Each ES arm against eoh of the same seed, on the gap of the run's answer (lower is better); the
     comparisons share eoh's runs, so their p are also given Holm-corrected together."""
-    title = "## Co-evolution against prompt-only on bpp_online"
+    page = GRID_PAGES[key]
     if not record or not record["seeds"]:
         pending = f" ({len(record['pending'])} seeds under way)" if record else ""
-        return f"{title}\n\nNot run yet{pending}.\n"
+        protocol = "" if page.first else " Its protocol: [PROTOCOL.md](evidence/PROTOCOL.md), section 3."
+        return f"{page.title}\n\nNot run yet{pending}.{protocol}\n"
+    out = re.search(r"--out (\S+)", record["command"])[1]
+    key_option = "" if key == "bpp_online" else f" --key {key}"
     lines = [
-        title,
+        page.title,
         "",
-        f"`{record['command']}`, then `python experiments/evidence/bpp_pairs.py runs/bpp_evidence`:"
+        f"`{record['command']}`, then `python experiments/evidence/bpp_pairs.py {out}{key_option}`:"
         f" all three runs finished on seeds {', '.join(map(str, record['seeds']))} (n = {len(record['seeds'])}),"
         f" at least {record['updates']} ES updates per ES run, of which"
         f" {min(record['directed_updates'])} to {max(record['directed_updates'])} had a direction (members whose"
@@ -487,11 +512,39 @@ def bpp_section(record: dict[str, Any] | None, archived: set[tuple[str, ...]] | 
         lines.append(f"- {name}: {verdict}")
     for run, reason in record["invalid_on_test"].items():
         lines.append(f"- {run} is left out of the test pairs, invalid on test: {reason}")
-    lines += ["", bpp_runs_table(record, seed_key(BPP_TASK)), "", archive_note(record, archived or set())]
-    if "coevo" in record["runs"]:
+    lines += ["", bpp_runs_table(record, seed_key(BPP_TASK)), "", archive_note(record, archived or set(), page.archive)]
+    if page.first and "coevo" in record["runs"]:
         lines += ["", coevo_credit_note(record)]
     if record["pending"]:
         lines += ["", f"Seeds still running: {record['pending']}."]
+    return "\n".join(lines) + "\n"
+
+
+def operator_section(record: dict[str, Any] | None) -> str:
+    """The operator's held-out result (PROTOCOL.md section 3), whichever way it came out."""
+    title = "### The operator on tasks ES never saw (pre-registered)"
+    if not record:
+        return (
+            f"\n{title}\n\nNot measured yet: it needs the second grid's eoh+es run of seed 0"
+            " (`python experiments/evidence/operator_heldout.py RUN_DIR --tasks tsp_construct kp_construct"
+            " --per-task 100 --in-task`).\n"
+        )
+    lines = [f"\n{title}\n"]
+    for name, figures in record.items():
+        tests = figures["held_out"]["tests"]
+        tasks = ", ".join(figures["held_out"]["tasks"])
+        lines.append(
+            f"{name} (trained on {figures['trained_on']}, {figures['updates']} updates of which"
+            f" {figures['directed_updates']} directed), answers on {tasks} under the base and the trained weights,"
+            " the same prompts and streams (exact McNemar, Holm over the two endpoints, alpha 0.05):"
+        )
+        for endpoint, result in tests.items():
+            verdict = "significant" if result["p_holm"] < 0.05 else "not significant"
+            lines.append(
+                f"- {endpoint}: {result['base']}/{result['n']} -> {result['trained']}/{result['n']} (gained"
+                f" {result['gained']}, lost {result['lost']}; p = {result['p']:.3g}, Holm {result['p_holm']:.3g},"
+                f" {verdict})"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -724,9 +777,15 @@ def learnability_section(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render(evidence: dict[str, Any], archived: set[tuple[str, ...]] | None = None) -> str:
-    """The page; `archived` (default: the archive's run directories) decides which runs are re-scorable."""
+def render(
+    evidence: dict[str, Any],
+    archived: set[tuple[str, ...]] | None = None,
+    archived_v2: set[tuple[str, ...]] | None = None,
+) -> str:
+    """The page; `archived` and `archived_v2` (default: the archives' run directories) decide which runs
+    of the two grids are re-scorable."""
     archived = archived_runs() if archived is None else archived
+    archived_v2 = archived_runs(ARCHIVE_V2) if archived_v2 is None else archived_v2
     corrected = corrected_by_episodes(episode_tests(evidence))
     agent_runs = [
         paired_episodes(title, evidence.get(key), plot, corrected.get(key))
@@ -745,6 +804,8 @@ def render(evidence: dict[str, Any], archived: set[tuple[str, ...]] | None = Non
             bpp_section(evidence.get("bpp_online"), archived)
             + weights_effect_section(evidence.get("ahd_weights_effect"), archived)
             + answer_format_section(evidence.get("answer_format")),
+            bpp_section(evidence.get("bpp_online_v2"), archived_v2, key="bpp_online_v2")
+            + operator_section(evidence.get("operator_heldout")),
         ]
     )
 
