@@ -194,14 +194,13 @@ def test_es_members_write_with_the_local_model_and_a_resumed_run_chooses_as_an_u
     assert routed[BETTER] > 0 and routed["scripted_llm:build"] > 0, routed
     assert all(c.weights.seed is None for _, c in children if c.weights and c.weights.base == BETTER)
 
-    interrupted = start_run(config, tmp_path / "resumed")
-    for _ in range(3):
-        interrupted.run_step()
-    interrupted.close()
+    with start_run(config, tmp_path / "resumed") as interrupted:
+        while interrupted.step < 3:
+            interrupted.run_step()
     with resume_run(tmp_path / "resumed") as resumed:
+        assert resumed.step == 3
         resumed.run()
-        actual = resumed.store.last_state()
-        actual_calls = resumed.store.llm_calls()
+        actual, actual_calls = resumed.store.last_state(), resumed.store.llm_calls()
     assert [(c["operator"], c["model"], c["response"]) for c in actual_calls] == [
         (c["operator"], c["model"], c["response"]) for c in expected_calls
     ]

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from coevo.plugins import PluginError, normalised
+from coevo.plugins import normalised
 from coevo.run.backend_registry import backend_class
 
 DEFAULT_BACKEND = "transformers"
@@ -56,10 +56,9 @@ class ModelSource(BaseModel):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        try:
-            backend_class(value)
-        except PluginError as exc:
-            raise ValueError(str(exc)) from None
+        """A registered name, or a spec whose class loads (a file's path made absolute); a `PluginError`
+        is a ValueError, which pydantic reports as its one line."""
+        backend_class(value)
         return normalised(value)
 
     @model_validator(mode="after")
