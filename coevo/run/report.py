@@ -375,7 +375,7 @@ def _models(store: RunStore) -> str:
             used["prompt_tokens"],
             used["completion_tokens"],
             len(gains[model]),
-            float(np.mean(gains[model])) if gains[model] else "-",
+            float(f"{np.mean(gains[model]):.4g}") if gains[model] else "-",
         ]
         for model, used in usage.items()
     ]
