@@ -89,9 +89,13 @@ def _model_sections(model: type[BaseModel], prefix: str, title: str, toml: bool 
 
 
 def _section(section: type[BaseModel], key: str, field: FieldInfo, toml: bool) -> list[str]:
-    """One nested section; a member of a discriminated union is titled by its discriminator's value."""
-    title = f"`[{key}]`" if toml else f"`{key}` (`{section.__name__}`)"
-    lines = _model_sections(section, key + ".", title, toml)
+    """One nested section; a member of a discriminated union is titled by its discriminator's value, and
+    a list of tables (`[[key]]`) lists the keys of one entry."""
+    if _is_list(field.annotation):
+        lines = _model_sections(section, "", f"`[[{key}]]` entries", toml)
+    else:
+        title = f"`[{key}]`" if toml else f"`{key}` (`{section.__name__}`)"
+        lines = _model_sections(section, key + ".", title, toml)
     discriminator = field.discriminator if isinstance(field.discriminator, str) else None
     if discriminator and discriminator in section.model_fields:
         tag = _default_text(section.model_fields[discriminator])
@@ -102,9 +106,12 @@ def _section(section: type[BaseModel], key: str, field: FieldInfo, toml: bool) -
 
 
 def _section_models(annotation: Any) -> list[type[BaseModel]]:
-    """The models a field nests: [M] for a section, each variant of a union of models, [] otherwise."""
+    """The models a field nests: [M] for a section or a list of M, each variant of a union of models, []
+    otherwise."""
     if _is_model(annotation):
         return [annotation]
+    if _is_list(annotation) and _is_model(typing.get_args(annotation)[0]):
+        return [typing.get_args(annotation)[0]]
     if typing.get_origin(annotation) is typing.Annotated:
         return _section_models(typing.get_args(annotation)[0])
     if _is_union(annotation):
@@ -116,6 +123,10 @@ def _section_models(annotation: Any) -> list[type[BaseModel]]:
 
 def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _is_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is list
 
 
 def _is_union(annotation: Any) -> bool:

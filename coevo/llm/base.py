@@ -77,6 +77,8 @@ class Completion:
     token_ids: tuple[int, ...] = ()
     """The sampled tokens, end-of-turn token included, where the backend has them (the in-process one),
     so a gradient method trains on exactly what was sampled rather than on a re-tokenised text."""
+    model: str | None = None
+    """The model of an ensemble that wrote it (`coevo.llm.ensemble`); None where a run has one model."""
 
 
 @runtime_checkable

@@ -27,7 +27,9 @@ from coevo.extras import install_hint
 from coevo.features import FEATURES
 from coevo.plugins import PluginError, normalised
 from coevo.run.backend_registry import backend_class
+from coevo.run.ensemble_config import EnsembleModel, check_ensemble
 from coevo.run.method_registry import method_class, method_names
+from coevo.run.model_source import ModelSource
 from coevo.run.workload_registry import settings_model, workload_class, workload_kinds
 from coevo.workload import Capabilities, WorkloadSettings
 
@@ -70,41 +72,20 @@ class ESSettings(_Section):
     )
 
 
-class LLMSettings(_Section):
+class LLMSettings(ModelSource):
     max_new_tokens: int = Field(384, ge=16)
     temperature: float = Field(0.8, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)
-    api_base: str | None = Field(None, description="an OpenAI-compatible server; prompt-only")
     max_batch_size: int = Field(16, ge=1)
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto", description="compute dtype of a transformers model: auto = bf16 where the CPU has it natively"
     )
-    backend: str = Field(
-        "transformers",
-        description="transformers (a local model), vllm (a local model; perturbs and updates inside vLLM's "
-        "workers), openai (the server at api_base; set by api_base alone), or a registered name or spec",
+    ensemble: list[EnsembleModel] = Field(
+        default_factory=list,
+        description="more models beside the run's own, among which a bandit shares the operators' calls "
+        "(docs/llm.md#model-ensembles)",
     )
-    engine_options: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="extra vllm.LLM options (dtype, gpu_memory_utilization, ...); vllm only"
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _server_backend(cls, data: Any) -> Any:
-        """`api_base` on the default backend names an OpenAI-compatible server, as it always has."""
-        default = cls.model_fields["backend"].default
-        if isinstance(data, dict) and data.get("api_base") is not None and data.get("backend", default) == default:
-            return {**data, "backend": "openai"}
-        return data
-
-    @field_validator("backend")
-    @classmethod
-    def _known_backend(cls, value: str) -> str:
-        try:
-            backend_class(value)
-        except PluginError as exc:
-            raise ValueError(str(exc)) from None
-        return normalised(value)
+    ensemble_exploration: float = Field(1.0, ge=0, description="the weight of the bandit's UCB1 exploration bonus")
 
 
 class EvalSettings(_Section):
@@ -268,6 +249,11 @@ class RunConfig(_Section):
             raise ValueError(
                 f"population.islands ({self.population.islands}) cannot exceed population_size ({self.population_size})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _ensemble_fits(self) -> RunConfig:
+        check_ensemble(self)
         return self
 
     @model_validator(mode="after")

@@ -39,7 +39,8 @@ class LineageNode:
     parent: int | None
     """Index of its tree parent (the first of its parents the run stored), None for a root."""
     model: str | None
-    """The model its LLM call names; None without a call, or where the store records no model."""
+    """The model its LLM call names (an ensemble's choice), else the base model of the weights it was
+    written under; None for a candidate no model wrote (the library)."""
     island: int | None
     """The first island that kept it among its members; None where none did (an invalid heuristic, or one
     worse than every member) or the run has one island."""
@@ -85,7 +86,11 @@ def lineage_nodes(
     the store holds; a node without one is a root.
     """
     by_key = kept_by_key(candidates)
-    model_of = {c.key: m for c, m in zip(candidates, models, strict=True) if c is by_key[c.key]}
+    model_of = {
+        c.key: m or (c.weights.base if c.weights is not None else None)
+        for c, m in zip(candidates, models, strict=True)
+        if c is by_key[c.key]
+    }
     index = {key: position for position, key in enumerate(by_key)}
     ancestors = _ancestry(answer_key, by_key)
     nodes = []

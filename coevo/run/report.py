@@ -27,9 +27,11 @@ from matplotlib.ticker import MaxNLocator
 
 from coevo.candidate import Candidate
 from coevo.es.update_log import UpdateRecord
+from coevo.llm.bandit import gain
 from coevo.run.heldout import heldout_lines, measured_curve
 from coevo.run.learning_curve import curve_figure, training_rewards
 from coevo.run.lineage_page import LINEAGE_NAME, kept_by_key, render_lineage_page
+from coevo.run.model_choice import pulls
 from coevo.run.store import RunStore, StoredTrajectory
 from coevo.run.validation import Validation, answer_line
 from coevo.shown import shown
@@ -98,6 +100,8 @@ def render_report(store: RunStore) -> str:
     ]
     if islands := _islands(config, state):
         sections.insert(5, _section("Islands and archive", islands))
+    if models := _models(store):
+        sections.insert(4, _section("Models of the ensemble", models))
     history = library_history(store.states())
     if history:
         sections.insert(-1, _section("Skill library", _skill_library(store, history)))
@@ -356,6 +360,35 @@ def _lineage(best: Candidate | None, candidates: Sequence[Candidate]) -> str:
     )
     table = _table(rows, ("candidate", "operator", "generation", "search objective", "prompt", "weights"))
     return f'<p class="note">{note}</p>' + table
+
+
+# --- model ensembles ------------------------------------------------------------------------------
+def _models(store: RunStore) -> str:
+    """Per model of an ensemble: its calls and tokens, and the children the bandit judged it by with their
+    mean gain on the best parent; "" for a run of one model."""
+    usage = store.model_usage()
+    if not usage:
+        return ""
+    gains: dict[str, list[float]] = defaultdict(list)
+    for pull in pulls(store):
+        gains[pull.arm].append(gain(pull))
+    rows = [
+        [
+            model,
+            used["calls"],
+            used["prompt_tokens"],
+            used["completion_tokens"],
+            len(gains[model]),
+            float(f"{np.mean(gains[model]):.4g}") if gains[model] else "-",
+        ]
+        for model, used in usage.items()
+    ]
+    headers = ["model", "calls", "prompt tokens", "completion tokens", "children judged", "mean improvement"]
+    note = (
+        "Children judged: those the model wrote from parents under weights the bandit chose (ES members "
+        "excluded). Improvement: the child's fitness over its best parent's, clipped below at 0."
+    )
+    return _table(rows, headers) + f'<p class="note">{_html(note)}</p>'
 
 
 # --- population structure --------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from coevo.run.config import ConfigError, PopulationSettings, RunConfig
 from coevo.run.executor import Executor, LocalExecutor
 from coevo.run.heldout import SuccessRate, heldout_success
 from coevo.run.method_registry import method_class
+from coevo.run.model_choice import operators_llm
 from coevo.run.proposals import ProposalJob, propose_member
 from coevo.run.store import RunStore, StoreHistory
 from coevo.workload import (
@@ -89,6 +90,10 @@ class Runner:
         self.sampling = SamplingParams(
             max_new_tokens=config.llm.max_new_tokens, temperature=config.llm.temperature, top_p=config.llm.top_p
         )
+        self.writer = operators_llm(config, llm, store)
+        """What the operators write with: `llm`, or the bandit's router over `llm` and `[[llm.ensemble]]`."""
+        self.model_name = config.model if config.llm.ensemble else None
+        """What the store calls `llm` in its calls' rows: None in a run of one model."""
         self.operators = self._operators()
         self.host: WeightsHost | None = build_host(llm, config) if config.uses_weights else None
         self.workload: Workload = workload or build_workload(config, llm, self.host, run_dir / "eval-cache")
@@ -204,9 +209,10 @@ class Runner:
         evaluations = iter(verdicts)
         candidates = []
         for index, item in enumerate(items):
-            call = self.store.add_llm_call(self.step, item, weights[index], prompt_ids[index])
+            written = self._written_under(item, weights[index])
+            call = self.store.add_llm_call(self.step, item, written, prompt_ids[index], self.model_name)
             evaluation = next(evaluations) if isinstance(item, Proposal) else None
-            candidate = self._candidate(item, weights[index], prompt_ids[index], evaluation)
+            candidate = self._candidate(item, written, prompt_ids[index], evaluation)
             self.store.add_candidate(self.step, candidate, call, evaluation)
             candidates.append(candidate)
             self._track_best(candidate)
@@ -276,7 +282,7 @@ class Runner:
     def record_text(self, items: Sequence[Proposal | TextProposal | Rejection], prompt_id: str | None = None) -> None:
         """Store the LLM calls that make no candidate: reflections, prompt rewrites, held-out probes."""
         for item in items:
-            self.store.add_llm_call(self.step, item, self._weights_ref(None), prompt_id)
+            self.store.add_llm_call(self.step, item, self._weights_ref(None), prompt_id, self.model_name)
 
     def register_prompt(self, variant: PromptVariant) -> None:
         self.store.add_prompt(self.step, variant.id, variant.to_dict())
@@ -347,7 +353,7 @@ class Runner:
         if self.task is None:
             return None
         return EoHOperators(
-            self.llm,
+            self.writer,
             self.task,
             self.ledger,
             sampling=self.sampling,
@@ -402,14 +408,15 @@ class Runner:
         (the same texts in fp32; in bf16 a text can depend on its batch, see docs/llm.md)."""
         if jobs is None:
             return self.operators.propose_many(requests, sampling)
+        local = replace(self.operators, llm=self.llm)  # the ES weights belong to the local model they perturb
         population = getattr(self.host, "population", None)
         if population is None:  # full rank: each member's weights exist one at a time
-            return [propose_member(self.operators, self.host, job) for job in jobs]
+            return [propose_member(local, self.host, job) for job in jobs]
         items: list[Proposal | Rejection] = []
         chunk = self.config.llm.max_batch_size
         for start in range(0, len(requests), chunk):  # low rank: a batch row per member
             members = [job.perturbation for job in jobs[start : start + chunk]]
-            items += self.operators.propose_many(
+            items += local.propose_many(
                 requests[start : start + chunk],
                 replace(sampling, first_request=start),
                 rows=lambda indices, members=members: population(members, list(indices)),
@@ -418,6 +425,11 @@ class Runner:
 
     def _weights_ref(self, perturbation: Perturbation | None) -> WeightsRef:
         return WeightsRef.of(self.config.model, self.es_updates, perturbation)
+
+    def _written_under(self, item: Proposal | Rejection, weights: WeightsRef) -> WeightsRef:
+        """`weights`, unless another model of the ensemble wrote `item`: then that model's fixed weights."""
+        model = item.completion.model
+        return weights if model in (None, self.config.model) else WeightsRef(model, 0)
 
     def _candidate(
         self, item: Proposal | Rejection, weights: WeightsRef, prompt_id: str | None, evaluation: Evaluation | None

@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS steps (
 CREATE TABLE IF NOT EXISTS llm_calls (
     id INTEGER PRIMARY KEY, step INTEGER NOT NULL, operator TEXT NOT NULL, prompt TEXT NOT NULL,
     response TEXT NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER, seconds REAL,
-    finish_reason TEXT, weights TEXT, prompt_id TEXT, outcome TEXT, edit TEXT);
+    finish_reason TEXT, weights TEXT, prompt_id TEXT, outcome TEXT, edit TEXT, model TEXT);
 CREATE TABLE IF NOT EXISTS candidates (
     id INTEGER PRIMARY KEY, step INTEGER NOT NULL, key TEXT NOT NULL, llm_call INTEGER,
     data TEXT NOT NULL);
@@ -60,6 +60,10 @@ LLM_CALL_EDIT = "ALTER TABLE llm_calls ADD COLUMN edit TEXT"
 request, `coevo.operators.diff_edit`); added to older stores on open."""
 
 EDIT_KINDS: tuple[str, ...] = ("applied", "failed", "fallback")
+
+LLM_CALL_MODEL = "ALTER TABLE llm_calls ADD COLUMN model TEXT"
+"""Which model of an ensemble answered the call (`coevo.llm.ensemble`; NULL in a run of one model);
+added to older stores on open."""
 
 
 class StoreError(Exception):
@@ -98,8 +102,10 @@ class RunStore:
         try:
             store = cls(_connect(path), path)
             store._db.execute(TRAJECTORIES)
-            if "edit" not in _columns(store._db).get("llm_calls", ["edit"]):
-                store._db.execute(LLM_CALL_EDIT)
+            columns = _columns(store._db).get("llm_calls", ["edit", "model"])
+            for column, migration in (("edit", LLM_CALL_EDIT), ("model", LLM_CALL_MODEL)):
+                if column not in columns:
+                    store._db.execute(migration)
             damage = _schema_damage(store._db)
             if damage is None:
                 store.meta("config")
@@ -244,14 +250,16 @@ class RunStore:
         item: Proposal | Rejection | TextProposal,
         weights: WeightsRef | None,
         prompt_id: str | None,
+        model: str | None = None,
     ) -> int:
         """Record the call behind `item` and return its id; a diff request's failed answers before it
-        (`Proposal.edit`) are recorded first, as calls of their own."""
+        (`Proposal.edit`) are recorded first, as calls of their own. Each names the model its completion
+        is tagged with, else `model` (None: the run's one model)."""
         edit = getattr(item, "edit", None)
         if edit is not None:
             for failed in edit.failures:
-                self._add_call(step, failed, weights, prompt_id, "failed")
-        return self._add_call(step, item, weights, prompt_id, None if edit is None else edit.outcome)
+                self._add_call(step, failed, weights, prompt_id, "failed", model)
+        return self._add_call(step, item, weights, prompt_id, None if edit is None else edit.outcome, model)
 
     def _add_call(
         self,
@@ -260,12 +268,13 @@ class RunStore:
         weights: WeightsRef | None,
         prompt_id: str | None,
         edit: str | None,
+        model: str | None,
     ) -> int:
         completion = item.completion
         outcome = f"rejected: {shown(item.reason)}" if isinstance(item, Rejection) else "accepted"
         cursor = self._db.execute(
             "INSERT INTO llm_calls (step, operator, prompt, response, prompt_tokens, completion_tokens, seconds,"
-            " finish_reason, weights, prompt_id, outcome, edit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " finish_reason, weights, prompt_id, outcome, edit, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 step,
                 item.operator,
@@ -279,6 +288,7 @@ class RunStore:
                 prompt_id,
                 outcome,
                 edit,
+                completion.model or model,
             ),
         )
         return int(cursor.lastrowid)
@@ -379,6 +389,28 @@ class RunStore:
         rows = self._db.execute("SELECT edit, COUNT(*) FROM llm_calls WHERE edit IS NOT NULL GROUP BY edit")
         return {kind: 0 for kind in EDIT_KINDS} | dict(rows.fetchall())
 
+    def model_usage(self) -> dict[str, dict[str, int]]:
+        """Calls and tokens by the model of an ensemble that answered them; empty for a run of one model."""
+        rows = self._db.execute(
+            "SELECT model, COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0)"
+            " FROM llm_calls WHERE model IS NOT NULL GROUP BY model ORDER BY MIN(id)"
+        )
+        return {
+            model: {"calls": calls, "prompt_tokens": prompt, "completion_tokens": completion}
+            for model, calls, prompt, completion in rows
+        }
+
+    def model_children(self) -> list[ModelChild]:
+        """Each candidate a model of an ensemble wrote, with the model and its call's tokens, in call order."""
+        rows = self._db.execute(
+            "SELECT l.model, l.prompt_tokens, l.completion_tokens, c.data FROM llm_calls l"
+            " JOIN candidates c ON c.llm_call = l.id WHERE l.model IS NOT NULL ORDER BY l.id"
+        ).fetchall()
+        return [
+            ModelChild(model, prompt or 0, completion or 0, Candidate.from_dict(json.loads(data)))
+            for model, prompt, completion, data in rows
+        ]
+
     def llm_call_count(self) -> int:
         """Every LLM call of the run: those recorded one by one (proposals, reflections), and an agent's
         turns, counted in the step state (`policy_calls`) and in each held-out figure (`llm_calls`)."""
@@ -405,6 +437,16 @@ class StoredTrajectory:
     generation: int
     candidate: str
     trajectory: Trajectory
+
+
+@dataclass(frozen=True)
+class ModelChild:
+    """A candidate as an ensemble's bandit weighs it: which model wrote it, for how many tokens."""
+
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    candidate: Candidate
 
 
 class StoreHistory:
