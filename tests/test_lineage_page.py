@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from coevo.candidate import Candidate
+from coevo.candidate import Candidate, WeightsRef
 from coevo.llm.base import Completion
 from coevo.operators.records import Proposal
 from coevo.run.lineage_page import LINEAGE_NAME, island_homes, lineage_nodes, render_lineage_page
 from coevo.run.report import write_report
-from coevo.run.store import DB_NAME, RunStore
+from coevo.run.store import RunStore
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -64,7 +64,7 @@ CONFIG = {"method": "eoh", "task": "tsp_construct", "model": "m", "budget": 8, "
 
 
 def _build_store(run_dir: Path, models: bool = True) -> Path:
-    """The run above through the store's own API, with the `model` column an ensemble run records."""
+    """The run above through the store's own API, with the models an ensemble run records if `models`."""
     store = RunStore.create(run_dir, CONFIG)
     calls = {}
     for step, (candidates, islands) in enumerate(STEPS, start=1):
@@ -76,17 +76,13 @@ def _build_store(run_dir: Path, models: bool = True) -> Path:
             proposal = Proposal(
                 candidate.thought, candidate.code, candidate.operator, candidate.parents, [], completion
             )
-            calls[candidate.key] = store.add_llm_call(step, proposal, None, None) if candidate is not B else None
+            model = MODELS.get(candidate.key) if models else None
+            calls[candidate.key] = store.add_llm_call(step, proposal, None, None, model) if candidate is not B else None
             store.add_candidate(step, candidate, calls[candidate.key], None)
         layout = [{"members": [m.to_dict() for m in members]} for members in islands]
         state = {"best": F.to_dict() if step == 3 else C.to_dict(), "prompts": [], "evaluations": step * 3}
         store.commit_step(step, step - 1, "generation", {**state, "islands": {"islands": layout}})
     store.close()
-    if models:
-        with sqlite3.connect(run_dir / DB_NAME) as db:
-            db.execute("ALTER TABLE llm_calls ADD COLUMN model TEXT")
-            db.executemany("UPDATE llm_calls SET model = ? WHERE id = ?", [(m, calls[k]) for k, m in MODELS.items()])
-        db.close()
     return run_dir
 
 
@@ -107,6 +103,12 @@ def test_each_heuristic_hangs_under_its_first_stored_parent_with_its_diff() -> N
     assert "+    return sorted(unvisited)[-1]" in diff
     root = by_key[A.key].diff.splitlines()
     assert root[0] == "--- (no parent)" and root[3:] == ["+" + line for line in ROOT_CODE.splitlines()]
+
+
+def test_without_an_ensemble_a_node_names_the_base_model_of_its_weights() -> None:
+    written = replace(C, weights=WeightsRef("qwen-coder-0.5b", step=3))
+    nodes = lineage_nodes([A, written], [None, None], {}, None)
+    assert [node.model for node in nodes] == [None, "qwen-coder-0.5b"]
 
 
 def test_a_parent_listed_after_its_child_does_not_make_a_cycle() -> None:
