@@ -53,7 +53,8 @@ class Program:
 
     def with_block(self, code: str) -> str:
         """The whole program with ``code`` as its block."""
-        return f"{self.head}{code.rstrip()}\n{self.tail}"
+        ending = "" if code.endswith("\n") else "\n"
+        return f"{self.head}{code}{ending}{self.tail}"
 
     @property
     def fixed_text(self) -> str:
