@@ -1,0 +1,326 @@
+"""Program tasks in OpenEvolve's layout: OpenEvolve's published function_minimization example, as it
+is, under `tasks eval`, `run`, `resume`, `report` and `tune`; the trust split between the trusted
+evaluator and the sandboxed program; evaluators that need more are refused in one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from program_llm import ANSWER
+
+from coevo.cli import main
+from coevo.operators.parsing import FunctionSpec, ParseFailure, parse_heuristic
+from coevo.run.config import load_config
+from coevo.run.store import RunStore
+from tasks import get_task
+from tasks.program.evaluation_result import EvaluationResult
+
+EXAMPLE = (
+    Path(__file__).resolve().parents[1] / "experiments" / "peers" / "openevolve_examples" / "function_minimization"
+)
+
+RUN = """
+method = "hill-climb"
+task = "{task}"
+model = "program_llm:build"
+budget = 4
+seed = 0
+population_size = 2
+finalists = 2
+[eval]
+workers = 1
+[settings]
+batch = 1
+"""
+
+
+def program_folder(tmp_path: Path, program: str, evaluator: str, timeout: float | None = None) -> Path:
+    """A program folder: `program` is the EVOLVE block, followed by a fixed `run()` calling `solve()`."""
+    folder = tmp_path / "problem"
+    folder.mkdir()
+    block = textwrap.dedent(program).strip()
+    fixed = "def run():\n    return solve()\n"
+    (folder / "initial_program.py").write_text(f"# EVOLVE-BLOCK-START\n{block}\n# EVOLVE-BLOCK-END\n\n\n{fixed}")
+    (folder / "evaluator.py").write_text(textwrap.dedent(evaluator))
+    if timeout is not None:
+        (folder / "config.yaml").write_text(f"evaluator:\n  timeout: {timeout}\n")
+    return folder
+
+
+def evaluated(folder: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    assert main(["tasks", "eval", str(folder), str(folder / "initial_program.py"), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("coevo: error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_the_published_example_reads_as_a_task_whose_candidate_is_its_evolve_block() -> None:
+    task = get_task(str(EXAMPLE))
+    text = (EXAMPLE / "initial_program.py").read_text()
+    assert (task.name, task.function_name, task.sense) == ("function_minimization", "search_algorithm", "max")
+    assert task.signature == "search_algorithm(iterations=1000, bounds=(-5, 5))"
+    assert {"evaluate_function", "run_search"} <= task.provided_names
+    assert task.seed_code() in text and "def run_search" not in task.seed_code()
+    assert task.module_source(task.seed_code()) == text, "the seed's program is the published file"
+    assert task.candidate_code(text) == task.seed_code()
+    assert task.instance_seconds == 60.0, "config.yaml's evaluator.timeout"
+    assert "global minimum" in task.description and "def evaluate_function" in task.description
+
+
+def test_tasks_eval_runs_function_minimization_as_published(capsys: pytest.CaptureFixture[str]) -> None:
+    result = evaluated(EXAMPLE, capsys)
+    # random search lands within 1.5 of the minimum on every trial: the score is in (0, 1.5]
+    assert result["valid"] and 0.5 < result["objective"] <= 1.5, result
+    assert main(["tasks", "eval", str(EXAMPLE), str(EXAMPLE / "initial_program.py")]) == 0
+    assert capsys.readouterr().out.startswith(f"{EXAMPLE} [val, 1 instances] valid; objective ")
+
+
+def test_the_evaluator_loads_without_leaving_openevolve_or_a_patched_importlib_behind() -> None:
+    spec_from_file_location = importlib.util.spec_from_file_location
+    task = get_task(str(EXAMPLE))
+    assert "openevolve" not in sys.modules and "openevolve.evaluation_result" not in sys.modules
+    assert importlib.util.spec_from_file_location is spec_from_file_location
+    assert task._evaluate.__globals__["EvaluationResult"] is EvaluationResult
+
+
+def test_the_fixed_part_names_are_usable_by_an_answer() -> None:
+    task = get_task(str(EXAMPLE))
+    answer = ANSWER.format(samples=100, step=0.5)
+    parsed = parse_heuristic(answer, FunctionSpec.from_signature(task.signature, task.provided_names))
+    assert not isinstance(parsed, ParseFailure), parsed
+    refused = parse_heuristic(answer, FunctionSpec.from_signature(task.signature))
+    assert isinstance(refused, ParseFailure) and "evaluate_function" in refused.reason
+
+
+def test_a_run_evolves_the_block_and_resume_and_report_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text(RUN.format(task=EXAMPLE))
+    run_dir = tmp_path / "run"
+    assert main(["run", str(config), "--run-dir", str(run_dir)]) == 0
+    capsys.readouterr()
+    store = RunStore.open(run_dir)
+    try:
+        candidates = [candidate for _, candidate in store.candidates()]
+    finally:
+        store.close()
+    task = get_task(str(EXAMPLE))
+    seed = task.seed_code()
+    evolved = [c for c in candidates if c.code != seed]
+    assert evolved and all(c.valid for c in evolved), [c.reason for c in candidates]
+    text = (EXAMPLE / "initial_program.py").read_text()
+    head, tail = text.split("# EVOLVE-BLOCK-START")[0], text.split("# EVOLVE-BLOCK-END")[1]
+    for candidate in evolved:
+        program = task.module_source(candidate.code)
+        assert program.startswith(head + "# EVOLVE-BLOCK-START\n") and program.endswith("# EVOLVE-BLOCK-END" + tail)
+        assert "np.random.normal" in program, "the block is the answer's"
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert (before["status"], before["task"], before["evaluations"]) == ("finished", str(EXAMPLE), 4)
+    assert main(["resume", str(run_dir)]) == 0
+    capsys.readouterr()
+    assert main(["runs", "show", str(run_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == before
+    (run_dir / "report.html").unlink()
+    assert main(["report", str(run_dir)]) == 0
+    assert "search_algorithm" in (run_dir / "report.html").read_text()
+
+
+def test_a_folder_in_a_config_is_taken_from_the_config_files_directory(tmp_path: Path) -> None:
+    config = EXAMPLE.parent / "run.toml"
+    try:
+        config.write_text(RUN.format(task="./function_minimization"))
+        assert load_config(config).task == str(EXAMPLE)
+    finally:
+        config.unlink()
+
+
+def test_a_program_returning_an_object_that_is_not_data_is_refused(tmp_path: Path, capsys) -> None:
+    folder = program_folder(
+        tmp_path,
+        """
+        class Box:
+            pass
+
+
+        def solve():
+            return Box()
+        """,
+        """
+        import importlib.util
+
+        def evaluate(program_path):
+            spec = importlib.util.spec_from_file_location("program", program_path)
+            program = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(program)
+            return {"combined_score": 1.0 if program.run() is not None else 0.0}
+        """,
+    )
+    result = evaluated(folder, capsys)
+    assert not result["valid"] and "contains a Box, which cannot leave the sandbox" in result["reason"]
+
+
+def test_an_endless_program_is_stopped_on_the_trusted_clock_whatever_the_evaluator_catches(tmp_path, capsys) -> None:
+    folder = program_folder(
+        tmp_path,
+        """
+        def solve():
+            while True:
+                pass
+        """,
+        """
+        import importlib
+
+        def evaluate(program_path):
+            try:
+                return {"combined_score": float(importlib.import_module("program").run())}
+            except Exception:
+                return {"combined_score": 99.0}
+        """,
+        timeout=1,
+    )
+    result = evaluated(folder, capsys)
+    assert not result["valid"] and re.search(
+        r"per-instance limit 1 s|per-candidate time limit of 1 s", result["reason"]
+    )
+
+
+def test_the_programs_exceptions_reach_the_evaluator_and_its_arguments_must_be_data(tmp_path, capsys) -> None:
+    folder = program_folder(
+        tmp_path,
+        """
+        class Unusual(Exception):
+            pass
+
+
+        def solve():
+            return [1, 2][5]
+
+
+        def strange(value):
+            raise Unusual(f"no {value}")
+
+
+        def echo(*args, **kwargs):
+            return args, kwargs
+        """,
+        """
+        import numpy as np
+        program = None
+
+        def evaluate(program_path):
+            program = __import__("program")
+            metrics = {"echo": program.echo((1, "a"), np.arange(3), key=[2.5])}
+            try:
+                program.run()
+            except IndexError as error:
+                metrics["index_error"] = str(error)
+            try:
+                program.strange(7)
+            except RuntimeError as error:
+                metrics["other"] = str(error)
+            try:
+                program.echo(object())
+            except TypeError as error:
+                metrics["refused"] = str(error)
+            (args, kwargs) = metrics.pop("echo")
+            same = args[0] == (1, "a") and args[1].tolist() == [0, 1, 2] and kwargs == {"key": [2.5]}
+            return {"combined_score": float(same), **metrics}
+        """,
+    )
+    task = get_task(str(folder))
+    assert task.name == "problem" and task.function_name == "solve"
+    result = evaluated(folder, capsys)
+    assert result["valid"] and result["objective"] == 1.0, result
+
+
+def test_the_metrics_and_artifacts_of_an_evaluation_result_cross_as_metrics(tmp_path: Path, capsys) -> None:
+    folder = program_folder(
+        tmp_path,
+        """
+        def solve():
+            return 3
+        """,
+        """
+        from openevolve.evaluation_result import EvaluationResult
+
+        def evaluate(program_path):
+            value = __import__("program").run()
+            return EvaluationResult(metrics={"a": value, "b": 1.0, "note": "text"}, artifacts={"log": "x"})
+        """,
+    )
+    assert evaluated(folder, capsys)["objective"] == 2.0, "no combined_score: the mean of the numeric metrics"
+
+
+def test_an_evaluator_that_unpickles_and_starts_a_process_is_refused_in_one_line(tmp_path, capsys) -> None:
+    folder = program_folder(
+        tmp_path,
+        """
+        def solve():
+            return 1
+        """,
+        """
+        import pickle
+        import subprocess
+        import sys
+
+        def evaluate(program_path):
+            subprocess.run([sys.executable, program_path], check=True)
+            with open(program_path + ".results", "rb") as results:
+                return pickle.load(results)
+        """,
+    )
+    assert main(["tasks", "eval", str(folder), str(folder / "initial_program.py")]) == 2
+    error = one_line_error(capsys)
+    assert "evaluator.py cannot run under coevo: it unpickles (import pickle, line 2)" in error
+    assert "a pickle the program wrote would run code in the trusted process" in error
+    assert "it starts a process (import subprocess, line 3)" in error
+    config = tmp_path / "run.toml"
+    config.write_text(RUN.format(task=folder))
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "run")]) == 2
+    assert "it unpickles" in one_line_error(capsys) and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"evaluator.py": "def evaluate(path):\n    return {}\n"}, "it has no initial_program.py"),
+        ({"initial_program.py": "def f():\n    return 1\n", "evaluator.py": ""}, "must hold one # EVOLVE-BLOCK-START"),
+        (
+            {"initial_program.py": "# EVOLVE-BLOCK-START\nX = 1\n# EVOLVE-BLOCK-END\n", "evaluator.py": ""},
+            "defines no function for the LLM to write",
+        ),
+        (
+            {
+                "initial_program.py": "# EVOLVE-BLOCK-START\ndef f():\n    return 1\n# EVOLVE-BLOCK-END\n",
+                "evaluator.py": "",
+            },
+            "evaluator.py defines no evaluate(program_path)",
+        ),
+    ],
+)
+def test_a_folder_that_is_not_a_program_task_is_one_line(tmp_path: Path, capsys, files: dict, message: str) -> None:
+    folder = tmp_path / "problem"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    assert main(["tasks", "eval", str(folder), str(folder / "evaluator.py")]) == 2
+    assert message in one_line_error(capsys)
+
+
+@pytest.mark.slow
+def test_tune_runs_trials_on_a_program_task(tmp_path: Path, capsys) -> None:
+    config = tmp_path / "study.toml"
+    config.write_text(RUN.format(task=EXAMPLE) + "[tune]\npopulation_size = {choices = [2, 3]}\n")
+    assert main(["tune", str(config), "--trials", "2", "--dir", str(tmp_path / "tune")]) == 0
+    out = capsys.readouterr().out
+    assert "study study: 2 complete" in out and (tmp_path / "tune" / "best.toml").is_file()
