@@ -93,7 +93,8 @@ class ProgramTask(Task):
         functions = await heuristic("functions")
         if type(functions) is not list or not all(type(name) is str for name in functions):
             raise InvalidSolution("the sandbox did not list the program's functions")
-        session = EvaluationSession(self._evaluate, frozenset(functions))
+        public = frozenset(name for name in functions if name.isidentifier() and not name.startswith("__"))
+        session = EvaluationSession(self._evaluate, public)
         try:
             event = session.next_event()
             while isinstance(event, Request):
@@ -105,7 +106,7 @@ class ProgramTask(Task):
 
     def answer(self, function: Callable[..., Any], state: Any, request: str, *details: Any) -> Any:
         """Sandbox side: list the program's functions, or call one and say what it returned or raised."""
-        program = vars(sys.modules[function.__module__])
+        program = function.__globals__  # the program's module namespace
         if request == "functions":
             return sorted(name for name, value in program.items() if isinstance(value, types.FunctionType))
         name, args, kwargs = details
