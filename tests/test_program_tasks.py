@@ -21,9 +21,8 @@ from coevo.run.store import RunStore
 from tasks import get_task
 from tasks.program.evaluation_result import EvaluationResult
 
-EXAMPLE = (
-    Path(__file__).resolve().parents[1] / "experiments" / "peers" / "openevolve_examples" / "function_minimization"
-)
+EXAMPLES = Path(__file__).resolve().parents[1] / "experiments" / "peers" / "openevolve_examples"
+EXAMPLE = EXAMPLES / "function_minimization"
 
 RUN = """
 method = "hill-climb"
@@ -290,6 +289,17 @@ def test_an_evaluator_that_unpickles_and_starts_a_process_is_refused_in_one_line
     assert "it unpickles" in one_line_error(capsys) and not (tmp_path / "run").exists()
 
 
+def test_openevolves_published_circle_packing_evaluator_is_refused_for_its_pickle(capsys) -> None:
+    folder = EXAMPLES / "circle_packing"
+    assert main(["tasks", "eval", str(folder), str(folder / "initial_program.py")]) == 2
+    assert one_line_error(capsys) == (
+        f"coevo: error: task {str(folder)!r}: evaluator.py cannot run under coevo: it unpickles (import pickle, "
+        "line 14), and a pickle the program wrote would run code in the trusted process; it starts a process "
+        "(import subprocess, line 10) to run the program outside coevo's sandbox; an evaluator may only call the "
+        "program's functions, which coevo runs in its sandbox"
+    )
+
+
 @pytest.mark.parametrize(
     ("files", "message"),
     [
@@ -317,7 +327,6 @@ def test_a_folder_that_is_not_a_program_task_is_one_line(tmp_path: Path, capsys,
     assert message in one_line_error(capsys)
 
 
-@pytest.mark.slow
 def test_tune_runs_trials_on_a_program_task(tmp_path: Path, capsys) -> None:
     config = tmp_path / "study.toml"
     config.write_text(RUN.format(task=EXAMPLE) + "[tune]\npopulation_size = {choices = [2, 3]}\n")
