@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -16,6 +17,7 @@ from program_llm import ANSWER
 
 from coevo.cli import main
 from coevo.operators.parsing import FunctionSpec, ParseFailure, parse_heuristic
+from coevo.plugins import spec_of
 from coevo.run.config import load_config
 from coevo.run.store import RunStore
 from tasks import get_task
@@ -333,3 +335,19 @@ def test_tune_runs_trials_on_a_program_task(tmp_path: Path, capsys) -> None:
     assert main(["tune", str(config), "--trials", "2", "--dir", str(tmp_path / "tune")]) == 0
     out = capsys.readouterr().out
     assert "study study: 2 complete" in out and (tmp_path / "tune" / "best.toml").is_file()
+
+
+def test_a_subclass_in_a_file_of_ones_own_changes_the_time_limit(tmp_path: Path, capsys) -> None:
+    shutil.copytree(EXAMPLE, tmp_path / "function_minimization")
+    (tmp_path / "problem.py").write_text(
+        "from tasks.program_task import ProgramTask\n\n\n"
+        "class Minimise(ProgramTask):\n"
+        '    folder = "function_minimization"\n'
+        "    instance_seconds = 20.0\n"
+    )
+    spec = f"{tmp_path / 'problem.py'}:Minimise"
+    task = get_task(spec)
+    assert (task.name, task.instance_seconds, task.function_name) == ("function_minimization", 20.0, "search_algorithm")
+    assert spec_of(type(task)) == spec
+    assert main(["tasks", "eval", spec, str(EXAMPLE / "initial_program.py"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["valid"]
