@@ -54,8 +54,10 @@ def program_folder(tmp_path: Path, program: str, evaluator: str, timeout: float 
     return folder
 
 
-def evaluated(folder: Path, capsys: pytest.CaptureFixture[str]) -> dict:
-    assert main(["tasks", "eval", str(folder), str(folder / "initial_program.py"), "--json"]) == 0
+def evaluated(folder: Path, capsys: pytest.CaptureFixture[str], program: Path | None = None) -> dict:
+    """`coevo tasks eval --json` of `program` (default: the folder's initial program)."""
+    program = program or folder / "initial_program.py"
+    assert main(["tasks", "eval", str(folder), str(program), "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -134,6 +136,12 @@ def test_a_run_evolves_the_block_and_resume_and_report_work(tmp_path: Path, caps
     (run_dir / "report.html").unlink()
     assert main(["report", str(run_dir)]) == 0
     assert "search_algorithm" in (run_dir / "report.html").read_text()
+    capsys.readouterr()
+    assert main(["runs", "export", str(run_dir), "--out", str(tmp_path / "lib"), "--name", "best"]) == 0
+    exported = Path(capsys.readouterr().out.strip())
+    assert exported.name == "function_minimization__best.py"
+    assert exported.read_text().endswith(task.module_source(before["best"]["code"])), "the whole program"
+    assert evaluated(EXAMPLE, capsys, exported)["valid"]
 
 
 def test_a_folder_in_a_config_is_taken_from_the_config_files_directory(tmp_path: Path) -> None:
