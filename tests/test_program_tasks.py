@@ -153,6 +153,35 @@ def test_a_folder_in_a_config_is_taken_from_the_config_files_directory(tmp_path:
         config.unlink()
 
 
+@pytest.mark.parametrize(
+    "loading",
+    [
+        "spec = importlib.util.spec_from_file_location('program', program_path)\n"
+        "    program = importlib.util.module_from_spec(spec)\n"
+        "    spec.loader.exec_module(program)",
+        "spec = spec_from_file_location('anything', program_path)  # bound when the evaluator loaded\n"
+        "    program = module_from_spec(spec)\n"
+        "    spec.loader.exec_module(program)",
+        "program = importlib.import_module(os.path.splitext(os.path.basename(program_path))[0])",
+        "program = __import__('program')",
+        "sys.path.insert(0, os.path.dirname(program_path))\n    import program",
+    ],
+    ids=["spec_from_file_location", "bound_at_load", "import_module", "__import__", "import"],
+)
+def test_every_way_of_loading_the_program_gives_its_sandboxed_functions(tmp_path: Path, capsys, loading: str) -> None:
+    evaluator = (
+        "import importlib\nimport importlib.util\nimport os\nimport sys\n"
+        "from importlib.util import module_from_spec, spec_from_file_location\n\n\n"
+        f"def evaluate(program_path):\n    {loading}\n"
+        "    return {'combined_score': program.run(), 'has_solve': float(hasattr(program, 'solve'))}\n"
+    )
+    folder = program_folder(tmp_path, "def solve():\n    return 4.0\n", evaluator)
+    assert evaluated(folder, capsys)["objective"] == 4.0
+    assert (
+        "program" not in sys.modules and importlib.util.spec_from_file_location.__module__ != "tasks.program.stand_in"
+    )
+
+
 def test_a_program_returning_an_object_that_is_not_data_is_refused(tmp_path: Path, capsys) -> None:
     folder = program_folder(
         tmp_path,
