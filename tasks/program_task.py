@@ -27,8 +27,8 @@ import numpy as np
 from coevo.plugins import remember_spec
 from tasks import UnknownTaskError
 from tasks.base import Heuristic, Instance, InstanceGroup, InvalidSolution, SplitName, Task
-from tasks.program.evaluator_module import load_evaluate, refusal
-from tasks.program.layout import Folder, LayoutError, defined_names, evolved_block, first_function, signature_of
+from tasks.program.evaluator_module import check_evaluator, load_evaluate
+from tasks.program.layout import Folder, LayoutError, defined_names, evolved_block, signature_of, target_function
 from tasks.program.session import EvaluationSession, Finished, Request, outcome_of
 
 _INSTANCE: Instance = {}
@@ -53,10 +53,8 @@ class ProgramTask(Task):
         if "folder" not in vars(cls):
             return
         layout = Folder.read(_resolved(cls))
-        refused = refusal(layout.evaluator.read_text(encoding="utf-8"), layout.evaluator.name)
-        if refused is not None:
-            raise LayoutError(refused)
-        function = first_function(layout.program.block, str(layout.path / "initial_program.py"))
+        check_evaluator(layout.evaluator)
+        function = target_function(layout.program, str(layout.path / "initial_program.py"))
         declared = vars(cls)
         cls.layout = layout
         cls.function_name = function.name

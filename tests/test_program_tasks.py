@@ -80,6 +80,12 @@ def test_the_published_example_reads_as_a_task_whose_candidate_is_its_evolve_blo
     assert "global minimum" in task.description and "def evaluate_function" in task.description
 
 
+def test_the_function_the_llm_writes_is_the_blocks_function_that_the_fixed_part_calls(tmp_path: Path) -> None:
+    program = "def helper():\n    return 1\n\n\ndef solve():\n    return helper()\n"
+    task = get_task(str(program_folder(tmp_path, program, "def evaluate(program_path):\n    return {}\n")))
+    assert (task.function_name, task.signature) == ("solve", "solve()")
+
+
 def test_tasks_eval_runs_function_minimization_as_published(capsys: pytest.CaptureFixture[str]) -> None:
     result = evaluated(EXAMPLE, capsys)
     # random search lands within 1.5 of the minimum on every trial: the score is in (0, 1.5]

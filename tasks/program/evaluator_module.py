@@ -71,9 +71,8 @@ def refusal(source: str, where: str) -> str | None:
     )
 
 
-def load_evaluate(path: Path, spec: str) -> Callable[[str], Any]:
-    """The ``evaluate`` function of the evaluator at ``path`` (once per process); LayoutError
-    (one line) for a refused evaluator, or one that fails to load or defines no ``evaluate``."""
+def check_evaluator(path: Path) -> None:
+    """LayoutError (one line) when the evaluator at ``path`` cannot be read or is refused (``refusal``)."""
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -81,6 +80,11 @@ def load_evaluate(path: Path, spec: str) -> Callable[[str], Any]:
     refused = refusal(source, path.name)
     if refused is not None:
         raise LayoutError(refused)
+
+
+def load_evaluate(path: Path, spec: str) -> Callable[[str], Any]:
+    """The ``evaluate`` function of the evaluator at ``path`` (once per process), which
+    ``check_evaluator`` passed; LayoutError (one line) when it fails to load or has no ``evaluate``."""
     try:
         with _openevolve_served(), serving(None):
             module = module_from_file(str(path), "program task", spec)

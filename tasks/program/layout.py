@@ -2,9 +2,9 @@
 path, and what the optional ``config.yaml`` says about the prompt and the time limit.
 
 Only the text between ``# EVOLVE-BLOCK-START`` and ``# EVOLVE-BLOCK-END`` evolves; the text
-around it is the task's, kept as it is in every candidate. The block's first top-level function
-is the one the LLM writes (with the helpers it reaches); the names the fixed text defines are
-there for it to call.
+around it is the task's, kept as it is in every candidate. The block's function that the fixed
+text calls is the one the LLM writes (with the helpers it reaches); the names the fixed text
+defines are there for it to call.
 """
 
 from __future__ import annotations
@@ -72,16 +72,28 @@ def evolved_block(code: str) -> str:
     return code
 
 
-def first_function(block: str, where: str) -> ast.FunctionDef:
-    """The block's first top-level function: the one the LLM writes."""
+def target_function(program: Program, where: str) -> ast.FunctionDef:
+    """The function the LLM writes: the block's first top-level function that the fixed part calls
+    (``search_algorithm``, which ``run_search`` calls), else the block's first one."""
     try:
-        tree = pyast.parse(block)
+        tree = pyast.parse(program.block)
     except (SyntaxError, ValueError) as error:
         raise LayoutError(f"the EVOLVE block of {where} does not parse on its own: {error}") from None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            return node
-    raise LayoutError(f"the EVOLVE block of {where} defines no function for the LLM to write")
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    if not functions:
+        raise LayoutError(f"the EVOLVE block of {where} defines no function for the LLM to write")
+    used = _loaded_names(program.head + program.tail)
+    return next((function for function in functions if function.name in used), functions[0])
+
+
+def _loaded_names(source: str) -> frozenset[str]:
+    try:
+        tree = pyast.parse(source)
+    except (SyntaxError, ValueError):
+        return frozenset()
+    return frozenset(
+        node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+    )
 
 
 def signature_of(function: ast.FunctionDef) -> str:
