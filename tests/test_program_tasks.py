@@ -22,6 +22,7 @@ from coevo.run.config import load_config
 from coevo.run.store import RunStore
 from tasks import get_task
 from tasks.program.evaluation_result import EvaluationResult
+from tasks.program.evaluator_check import refusal
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "experiments" / "peers" / "openevolve_examples"
 EXAMPLE = EXAMPLES / "function_minimization"
@@ -334,13 +335,34 @@ def test_an_evaluator_that_unpickles_and_starts_a_process_is_refused_in_one_line
     assert "it unpickles" in one_line_error(capsys) and not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        ("def evaluate(program_path):\n    return {'n': len(open(program_path).read())}\n", "(open, line 2)"),
+        (
+            "from pathlib import Path\n\ndef evaluate(path):\n    return Path(path).read_text()\n",
+            "(.read_text, line 4)",
+        ),
+        ("import os\n\ndef evaluate(program_path):\n    os.system('python ' + program_path)\n", "(os.system, line 4)"),
+        ("def evaluate(program_path):\n    import dill\n    return dill.loads(b'')\n", "(import dill, line 2)"),
+        ("CONFIG = open(__file__).read()\n\ndef evaluate(program_path):\n    return {}\n", None),
+        ("def settings():\n    with open('config.yaml') as f:\n        return f.read()\n", None),
+    ],
+    ids=["reads_the_program", "path_read_text", "os_system", "dill_inside", "own_file_at_load", "own_config"],
+)
+def test_the_evaluator_check_refuses_what_needs_files_processes_or_pickles(source: str, refused: str | None) -> None:
+    reason = refusal(source, "evaluator.py")
+    assert reason is None if refused is None else refused in reason, reason
+
+
 def test_openevolves_published_circle_packing_evaluator_is_refused_for_its_pickle(capsys) -> None:
     folder = EXAMPLES / "circle_packing"
     assert main(["tasks", "eval", str(folder), str(folder / "initial_program.py")]) == 2
     assert one_line_error(capsys) == (
         f"coevo: error: task {str(folder)!r}: evaluator.py cannot run under coevo: it unpickles (import pickle, "
         "line 14), and a pickle the program wrote would run code in the trusted process; it starts a process "
-        "(import subprocess, line 10) to run the program outside coevo's sandbox; an evaluator may only call the "
+        "(import subprocess, line 10) to run the program outside coevo's sandbox; it exchanges files with the program "
+        "(import tempfile, line 11), but it runs in a process that has none; an evaluator may only call the "
         "program's functions, which coevo runs in its sandbox"
     )
 

@@ -1,10 +1,9 @@
-"""Loading a program task's ``evaluator.py``, and refusing one that needs more than the program's functions.
+"""Loading a program task's ``evaluator.py``, once ``evaluator_check`` has passed it.
 
 The evaluator is the user's trusted code: it loads in coevo's processes (the fork server loads it
 before it confines itself, so the driver processes inherit it) and runs in a driver process, where
 no file can be read or written. What it may do with the program is call its functions, which run
-in the sandbox (``stand_in``). An evaluator that unpickles what the program wrote, or starts a
-process to run the program itself, is refused before anything runs, in one line saying why.
+in the sandbox (``stand_in``).
 
 While it loads, ``import openevolve.evaluation_result`` gives coevo's own small module
 (``evaluation_result``); the name is served for that moment only, so an installed OpenEvolve is
@@ -13,7 +12,6 @@ neither shadowed nor imported.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import importlib
 import importlib.abc
@@ -25,50 +23,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from coevo import pyast
 from coevo.plugins import PluginError, module_from_file
 from tasks.program import evaluation_result
+from tasks.program.evaluator_check import refusal
 from tasks.program.layout import LayoutError
 from tasks.program.stand_in import serving
 
-UNPICKLING_MODULES = frozenset({"pickle", "_pickle", "cPickle", "dill", "cloudpickle", "joblib", "shelve", "marshal"})
-PROCESS_MODULES = frozenset({"subprocess", "multiprocessing", "pty", "pexpect"})
-PROCESS_CALLS = frozenset({"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "startfile"})
-"""Functions of ``os`` that start a process (with the ``exec*`` and ``spawn*`` families)."""
 LAZY_IMPORTS = ("concurrent.futures.thread",)
 """Modules evaluators use whose import is deferred to first use (``ThreadPoolExecutor``): imported
 while files can still be read, as the driver process that runs ``evaluate`` can read none."""
 _SERVED = {"openevolve": None, "openevolve.evaluation_result": evaluation_result}
-
-
-def refusal(source: str, where: str) -> str | None:
-    """Why the evaluator ``source`` (the file ``where``) cannot run under coevo, or None."""
-    try:
-        tree = pyast.parse(source, filename=where)
-    except (SyntaxError, ValueError) as error:
-        return f"{where} does not parse: {pyast.unparsable_reason(error)}"
-    unpickles, processes = [], []
-    for node in ast.walk(tree):
-        for module in _imported_modules(node):
-            if module in UNPICKLING_MODULES:
-                unpickles.append(f"import {module}, line {node.lineno}")
-            elif module in PROCESS_MODULES:
-                processes.append(f"import {module}, line {node.lineno}")
-        if isinstance(node, ast.Attribute) and _starts_process(node):
-            processes.append(f"os.{node.attr}, line {node.lineno}")
-    reasons = []
-    if unpickles:
-        reasons.append(
-            f"it unpickles ({unpickles[0]}), and a pickle the program wrote would run code in the trusted process"
-        )
-    if processes:
-        reasons.append(f"it starts a process ({processes[0]}) to run the program outside coevo's sandbox")
-    if not reasons:
-        return None
-    return (
-        f"{where} cannot run under coevo: {'; '.join(reasons)}; an evaluator may only call the program's "
-        "functions, which coevo runs in its sandbox"
-    )
 
 
 def check_evaluator(path: Path) -> None:
@@ -96,21 +60,6 @@ def load_evaluate(path: Path, spec: str) -> Callable[[str], Any]:
     if not callable(evaluate):
         raise LayoutError(f"{path.name} defines no evaluate(program_path)")
     return evaluate
-
-
-def _imported_modules(node: ast.AST) -> list[str]:
-    if isinstance(node, ast.Import):
-        return [alias.name.partition(".")[0] for alias in node.names]
-    if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-        return [node.module.partition(".")[0]]
-    return []
-
-
-def _starts_process(node: ast.Attribute) -> bool:
-    """``os.system``, ``os.execv``, ``os.spawnl``... (by the attribute of a name ``os``)."""
-    if not (isinstance(node.value, ast.Name) and node.value.id == "os"):
-        return False
-    return node.attr in PROCESS_CALLS or node.attr.startswith(("exec", "spawn"))
 
 
 class _ServedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
