@@ -4,13 +4,16 @@ evaluator and the sandboxed program; evaluators that need more are refused in on
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import re
 import shutil
 import sys
 import textwrap
+from contextlib import ExitStack
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from program_llm import ANSWER
@@ -21,6 +24,7 @@ from coevo.plugins import spec_of
 from coevo.run.config import load_config
 from coevo.run.store import RunStore
 from tasks import get_task
+from tasks.program import stand_in
 from tasks.program.evaluation_result import EvaluationResult
 from tasks.program.evaluator_check import refusal
 
@@ -101,6 +105,21 @@ def test_the_evaluator_loads_without_leaving_openevolve_or_a_patched_importlib_b
     assert "openevolve" not in sys.modules and "openevolve.evaluation_result" not in sys.modules
     assert importlib.util.spec_from_file_location is spec_from_file_location
     assert task._evaluate.__globals__["EvaluationResult"] is EvaluationResult
+
+
+def test_an_evaluation_still_unwinding_leaves_the_next_one_its_stand_in() -> None:
+    earlier, later = SimpleNamespace(functions=frozenset({"f"})), SimpleNamespace(functions=frozenset({"g"}))
+    real = importlib.util.spec_from_file_location
+    with ExitStack() as first:
+        first.enter_context(stand_in.serving(earlier))
+        assert hasattr(importlib.import_module("program"), "f")
+        with stand_in.serving(later):
+            first.close()  # the earlier evaluation's thread ends while the later one runs
+            program = importlib.util.module_from_spec(
+                importlib.util.spec_from_file_location("p", stand_in.PROGRAM_PATH)
+            )
+            assert hasattr(program, "g") and hasattr(importlib.import_module("program"), "g")
+    assert importlib.util.spec_from_file_location is real and "program" not in sys.modules
 
 
 def test_the_fixed_part_names_are_usable_by_an_answer() -> None:
@@ -201,7 +220,8 @@ def test_a_program_returning_an_object_that_is_not_data_is_refused(tmp_path: Pat
             return Box()
         """,
         """
-        import importlib.util
+        import importlib
+import importlib.util
 
         def evaluate(program_path):
             spec = importlib.util.spec_from_file_location("program", program_path)

@@ -109,6 +109,8 @@ class EvaluationSession:
             with serving(self):
                 result = evaluate(PROGRAM_PATH)
         except Abandoned:
+            if not self._abandoned:  # a stand-in kept from an earlier, abandoned evaluation was called
+                self._events.put(Finished(error=RuntimeError("evaluate called the program of an earlier evaluation")))
             return
         except BaseException as error:  # noqa: BLE001 - the driver reports how evaluate ended
             self._events.put(Finished(error=error))

@@ -31,6 +31,8 @@ _real_spec_from_file_location = importlib.util.spec_from_file_location
 _serving_lock = threading.Lock()
 _served: list[Calls | None] = [None]
 """The session whose program ``PROGRAM_PATH`` stands for now (None: no evaluation runs)."""
+_active = [0]
+"""How many ``serving`` blocks are open (an abandoned evaluation may still be unwinding)."""
 
 
 class Calls(Protocol):
@@ -104,19 +106,32 @@ def spec_from_file_location(name: str, location: Any = None, *args: Any, **kwarg
 def serving(calls: Calls | None) -> Iterator[None]:
     """While inside, ``PROGRAM_PATH`` loads as the stand-in for ``calls`` (None: for no one yet, as
     while an evaluator loads: a ``from importlib.util import spec_from_file_location`` it runs
-    then binds this module's version). Everything is put back on the way out."""
+    then binds this module's version). The last to enter is served; an abandoned evaluation still
+    unwinding in its thread neither unserves nor leaves its stand-in to the next one. Everything is
+    put back when the last one leaves."""
     with _serving_lock:
+        if calls is not None:
+            _forget_stand_in()
         _served[0] = calls
-        importlib.util.spec_from_file_location = spec_from_file_location
-        sys.meta_path.insert(0, _FINDER)
+        if not _active[0]:
+            importlib.util.spec_from_file_location = spec_from_file_location
+            sys.meta_path.insert(0, _FINDER)
+        _active[0] += 1
     try:
         yield
     finally:
         with _serving_lock:
-            _served[0] = None
-            importlib.util.spec_from_file_location = _real_spec_from_file_location
-            with contextlib.suppress(ValueError):
+            _active[0] -= 1
+            if _served[0] is calls:
+                _served[0] = None
+                _forget_stand_in()
+            if not _active[0]:
+                importlib.util.spec_from_file_location = _real_spec_from_file_location
                 sys.meta_path.remove(_FINDER)
-            stand_in = sys.modules.get(PROGRAM_MODULE)
-            if getattr(stand_in, "__file__", None) == PROGRAM_PATH:
-                del sys.modules[PROGRAM_MODULE]
+
+
+def _forget_stand_in() -> None:
+    """Drop an imported stand-in from ``sys.modules``: each evaluation imports its own."""
+    stand_in = sys.modules.get(PROGRAM_MODULE)
+    if getattr(stand_in, "__file__", None) == PROGRAM_PATH:
+        del sys.modules[PROGRAM_MODULE]
