@@ -220,8 +220,7 @@ def test_a_program_returning_an_object_that_is_not_data_is_refused(tmp_path: Pat
             return Box()
         """,
         """
-        import importlib
-import importlib.util
+        import importlib.util
 
         def evaluate(program_path):
             spec = importlib.util.spec_from_file_location("program", program_path)
