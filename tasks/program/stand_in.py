@@ -59,6 +59,13 @@ class RemoteFunction:
         return f"<function {self.__name__} of the sandboxed program>"
 
 
+def _only_functions(name: str) -> Any:
+    raise AttributeError(
+        f"the program has no function {name!r}: coevo's stand-in of the program offers its top-level functions "
+        "only, called in the sandbox (its classes and other objects stay there)"
+    )
+
+
 class _StandInLoader(importlib.abc.Loader):
     """Makes the stand-in module; executing it runs nothing (the program ran in its child)."""
 
@@ -69,6 +76,7 @@ class _StandInLoader(importlib.abc.Loader):
         module = types.ModuleType(spec.name, "The program, running in coevo's sandbox.")
         for name in sorted(self._calls.functions):
             setattr(module, name, RemoteFunction(self._calls, name))
+        module.__getattr__ = _only_functions  # PEP 562: says why anything else is missing
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:
