@@ -140,7 +140,7 @@ def tasks_eval(
     from coevo.evaluate import Evaluator  # heavy: only after the arguments are known to be good
 
     with Evaluator(task, split, limit=limit) as evaluator:
-        result = evaluator.evaluate(code)
+        result = evaluator.evaluate(task.candidate_code(code))
     if as_json:
         print(json.dumps(result.to_json()))
         return
@@ -156,13 +156,13 @@ def tasks_eval(
 def _is_environment(name: str) -> bool:
     """Whether `name` (registered, or a file/module spec) is an agent environment rather than a
     heuristic-design task; exits 2 with one line when it is neither."""
-    from coevo.plugins import is_spec
+    from coevo.plugins import is_spec, names_folder
     from tasks import TASK_NAMES, UnknownTaskError, task_class
     from tasks.agents import ENV_NAMES, UnknownEnvError, env_class
 
     if name in ENV_NAMES or name in TASK_NAMES:
         return name in ENV_NAMES
-    if not is_spec(name):
+    if not is_spec(name) and not names_folder(name):
         _fail(f"unknown task {name!r}; known tasks: {', '.join(TASK_NAMES)}; environments: {', '.join(ENV_NAMES)}")
     try:
         task_class(name)

@@ -4,7 +4,9 @@ A spec is one of
   * ``path/to/problem.py:ClassName``: a class in a file (the path relative to the current directory);
   * ``package.module:ClassName``: a class in an importable module;
   * ``name``: a name registered under an entry-point group (``coevo.tasks``, ``coevo.envs``), which is
-    how coevo registers its own tasks and environments too, so built-ins are not special.
+    how coevo registers its own tasks and environments too, so built-ins are not special;
+  * ``path/to/folder``: a folder a group knows how to read (a program task in OpenEvolve's layout),
+    named with a path separator so that it never reads as a registered name.
 
 Every failure is a `PluginError` whose message is one line naming the spec and what is wrong, for the
 CLI to print as it is.
@@ -23,6 +25,8 @@ from types import ModuleType
 
 _FILE_MODULES: dict[str, str] = {}
 """Module name -> absolute path of every plugin file imported in this process."""
+_MADE_CLASSES: dict[type, str] = {}
+"""Classes built at run time from a spec (a program folder) -> the spec that builds them again."""
 
 
 class PluginError(ValueError):
@@ -32,6 +36,11 @@ class PluginError(ValueError):
 def is_spec(name: str) -> bool:
     """Whether `name` names a file or module (``...:Class``) rather than a registered name."""
     return ":" in name
+
+
+def names_folder(name: str) -> bool:
+    """Whether `name` is a path to a folder (it has a path separator and no ``:Class``)."""
+    return not is_spec(name) and _is_path(name) and not name.endswith(".py")
 
 
 @cache
@@ -47,6 +56,8 @@ def normalised(name: str, base: Path | None = None) -> str:
     """`name` with a file path made absolute (a relative one taken from `base`, default the current
     directory), so the spec means the same from any directory (a Ray worker, a resumed run);
     registered names and module specs come back unchanged."""
+    if names_folder(name):
+        return str(((base or Path.cwd()) / Path(name).expanduser()).resolve())
     if not is_spec(name):
         return name
     where, _, attribute = name.rpartition(":")
@@ -70,7 +81,7 @@ def load(group: str, name: str, kind: str) -> type:
     where, _, attribute = name.rpartition(":")
     if not where or not attribute:
         raise PluginError(f"{kind} {name!r}: expected path/to/file.py:Class or package.module:Class")
-    module = _module_from_file(where, kind, name) if _is_path(where) else _module(where, kind, name)
+    module = module_from_file(where, kind, name) if _is_path(where) else _module(where, kind, name)
     found = getattr(module, attribute, None)
     if not isinstance(found, type):
         what = "is not a class" if found is not None else "is not defined there"
@@ -78,9 +89,16 @@ def load(group: str, name: str, kind: str) -> type:
     return found
 
 
+def remember_spec(cls: type, spec: str) -> None:
+    """Record that `spec` (a folder) builds `cls`, a class made at run time, for `spec_of`."""
+    _MADE_CLASSES[cls] = spec
+
+
 def spec_of(cls: type) -> str:
-    """The spec that loads `cls` again in another process: ``file.py:Class`` for a class loaded from a
-    file, ``module:Class`` otherwise."""
+    """The spec that loads `cls` again in another process: the folder of a class made from one,
+    ``file.py:Class`` for a class loaded from a file, ``module:Class`` otherwise."""
+    if cls in _MADE_CLASSES:
+        return _MADE_CLASSES[cls]
     module = sys.modules[cls.__module__]
     origin = _FILE_MODULES.get(module.__name__)
     return f"{origin if origin is not None else module.__name__}:{cls.__qualname__}"
@@ -99,7 +117,7 @@ def _module(module_name: str, kind: str, spec: str) -> ModuleType:
         raise PluginError(f"{kind} {spec!r}: importing {module_name} raised {one_line(exc)}") from None
 
 
-def _module_from_file(path_text: str, kind: str, spec: str) -> ModuleType:
+def module_from_file(path_text: str, kind: str, spec: str) -> ModuleType:
     """Import a file once per process under a name derived from its absolute path, so two files with
     the same stem never collide and objects defined there pickle by reference within the process."""
     path = Path(path_text).expanduser().resolve()

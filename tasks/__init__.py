@@ -1,12 +1,15 @@
 """The heuristic-design tasks. ``get_task(name)`` is the one entry point.
 
 A task is named by a registered name (the ``coevo.tasks`` entry-point group: coevo's nine register
-there like any package's), or by ``path/to/problem.py:Class`` / ``package.module:Class``.
+there like any package's), by ``path/to/problem.py:Class`` / ``package.module:Class``, or by the
+path of a program folder in OpenEvolve's layout (``tasks.program_task``).
 """
 
 from __future__ import annotations
 
-from coevo.plugins import PluginError, load, registered
+from pathlib import Path
+
+from coevo.plugins import PluginError, load, names_folder, registered
 from tasks.base import SPLITS, InstanceGroup, InvalidSolution, Task, definition_hash, instance_hash
 
 TASK_GROUP = "coevo.tasks"
@@ -24,6 +27,8 @@ class UnknownTaskError(PluginError, KeyError):
 
 def task_class(name: str) -> type[Task]:
     """The class `name` names; UnknownTaskError (one line) when it is missing or not a Task."""
+    if names_folder(name):
+        return _program_task_class(name)
     try:
         cls = load(TASK_GROUP, name, "task")
     except PluginError as exc:
@@ -33,11 +38,23 @@ def task_class(name: str) -> type[Task]:
     return cls
 
 
+def _program_task_class(folder: str) -> type[Task]:
+    from tasks.program.layout import LayoutError  # only program folders pay for these imports
+    from tasks.program_task import program_task_class
+
+    try:
+        return program_task_class(Path(folder).expanduser().resolve())
+    except LayoutError as exc:
+        raise UnknownTaskError(f"task {folder!r}: {exc}") from None
+
+
 def get_task(name: str) -> Task:
     """Instantiate a task by name or spec; raises UnknownTaskError (a KeyError) in one line."""
     cls = task_class(name)
     try:
         return cls()
+    except UnknownTaskError:
+        raise
     except Exception as exc:
         raise UnknownTaskError(f"task {name!r}: {cls.__name__}() raised {type(exc).__name__}: {exc}") from None
 

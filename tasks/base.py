@@ -77,7 +77,8 @@ def instance_hash(instances: list[Instance]) -> str:
 @functools.cache
 def definition_hash(task_class: type) -> str:
     """SHA-256 over what defines a task class: each class of its MRO by qualified name, with the
-    source file of the module that defines it (or the ``definition_version`` that class declares).
+    source file of the module that defines it (or the ``definition_version`` that class declares),
+    and the ``definition_files`` it lists.
 
     A plugin that keeps a built-in's ``name`` but changes anything it defines hashes differently, so
     no verdict of one definition is ever taken for another's. Read once per class and process; the
@@ -96,6 +97,9 @@ def definition_hash(task_class: type) -> str:
         if source is None:
             raise ValueError(f"{cls.__qualname__} is defined outside any file: declare its definition_version")
         digest.update(Path(source).read_bytes())
+    for path in task_class.definition_files:
+        digest.update(f"{path}\x1f".encode())
+        digest.update(Path(path).read_bytes())
     return digest.hexdigest()
 
 
@@ -153,6 +157,12 @@ class Task:
     """What stands for this class's module source in ``definition_hash`` when set on the class
     itself (not inherited): for a package that ships without sources, a version or hash it bumps
     whenever its task changes."""
+    definition_files: ClassVar[tuple[str, ...]] = ()
+    """Other files the task is defined by (a program task's program and evaluator): their bytes
+    are part of ``definition_hash``."""
+    provided_names: ClassVar[frozenset[str]] = frozenset()
+    """Names the candidate's code may use without defining them, because ``module_source`` puts
+    them around it (the fixed part of a program task's program)."""
     child_runs_driver: ClassVar[bool] = False
     """The sandbox may run its own copy of ``drive`` to find all of an instance's answers, and send
     them in one message; the trusted driver then replays them, checking each as it applies it.
@@ -166,6 +176,16 @@ class Task:
     async def drive(self, heuristic: Heuristic, instance: Instance) -> Any:
         """Build one instance's solution, asking ``await heuristic(...)`` for each decision (trusted)."""
         raise NotImplementedError
+
+    def candidate_code(self, text: str) -> str:
+        """The candidate a heuristic file's ``text`` holds (``coevo tasks eval``): the text itself,
+        or for a program task the EVOLVE block of a whole program."""
+        return text
+
+    def module_source(self, code: str) -> str:
+        """The module the sandbox runs for the candidate's ``code``: the code itself, or for a
+        program task the program with ``code`` as its evolving block."""
+        return code
 
     def answer_state(self, instance: Instance) -> Any:
         """What ``answer`` keeps for one instance in the sandbox; by default the instance itself."""

@@ -66,7 +66,8 @@ def file_solver(task: Task, path: Path) -> Solver:
 
 
 def seed_solver(task: Task) -> Solver:
-    return heuristic_solver(task, load_function(task.seed_code(), task.function_name, f"seed of {task.name}"))
+    source = task.module_source(task.seed_code())  # a program task's seed is its whole program
+    return heuristic_solver(task, load_function(source, task.function_name, f"seed of {task.name}"))
 
 
 def classical_files(task: Task) -> dict[str, Path]:

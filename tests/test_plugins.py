@@ -229,6 +229,7 @@ def test_a_problem_whose_seed_fails_it_stops_the_run_in_one_line_leaving_nothing
         ("/tmp/x/guess.py:GuessNumber-H1", "es", "GuessNumber-H1-es-s3-"),
         ("tsp_construct", "eoh+es", "tsp_construct-eoh_es-s3-"),
         ("gridnav-H2", "/tmp/m.py:HillClimb", "gridnav-H2-HillClimb-s3-"),
+        ("/tmp/x/function_minimization", "hill-climb", "function_minimization-hill-climb-s3-"),
     ],
 )
 def test_a_run_named_by_a_plugin_spec_lands_under_runs(subject, method, expected):

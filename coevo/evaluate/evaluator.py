@@ -171,7 +171,7 @@ class Evaluator:
                 check_code(code, self.task.function_name)
             except RejectedCode as rejected:
                 return verdict(str(rejected))
-        outcome = self._sandbox.run(code, self.limits)
+        outcome = self._sandbox.run(self.task.module_source(code), self.limits)
         if outcome.failure is not None:
             return verdict(self._where(outcome.failed_index, outcome.failure))
         objectives, reason = self._score(outcome)

@@ -86,7 +86,7 @@ class EoHOperators:
 
     @cached_property
     def spec(self) -> FunctionSpec:
-        return FunctionSpec.from_signature(self.task.signature)
+        return FunctionSpec.from_signature(self.task.signature, getattr(self.task, "provided_names", frozenset()))
 
     def build_prompt(
         self, operator: str, parents: Sequence[Parent], hints: str = "", edit: Edit = "full"

@@ -60,9 +60,12 @@ class FunctionSpec:
     params: tuple[str, ...]
     header: str
     """The signature as prompts show it, starting with `def`."""
+    provided: frozenset[str] = frozenset()
+    """Names the code may use without defining them: the task puts them around it (a program task's
+    fixed part, `tasks.Task.provided_names`)."""
 
     @classmethod
-    def from_signature(cls, signature: str) -> FunctionSpec:
+    def from_signature(cls, signature: str, provided: frozenset[str] = frozenset()) -> FunctionSpec:
         """Read `[def ]name(a, b: T, ...) [-> R][:]`; the return annotation may be informal prose."""
         header = signature.strip().removeprefix("def ").rstrip(":").strip()
         for candidate in (header, header.split("->", 1)[0].strip()):
@@ -73,7 +76,7 @@ class FunctionSpec:
             function = tree.body[0]
             assert isinstance(function, ast.FunctionDef)
             params = tuple(arg.arg for arg in function.args.posonlyargs + function.args.args)
-            return cls(function.name, params, f"def {header}")
+            return cls(function.name, params, f"def {header}", provided)
         raise ValueError(f"cannot read function signature {signature!r}")
 
 
@@ -132,7 +135,7 @@ def parse_heuristic(text: str, spec: FunctionSpec, truncated: bool = False) -> P
         if target_errors:  # the function was written but is broken: that is the real reason
             return ParseFailure(target_errors[0])
         return ParseFailure(errors[0] if errors and not definitions else target)
-    code = _assemble(definitions, target, repairs)
+    code = _assemble(definitions, target, repairs, spec.provided)
     if isinstance(code, ParseFailure):
         return code
     thought = _thought(prose, target.node)
@@ -342,8 +345,11 @@ def _arity_problem(function: ast.FunctionDef | ast.AsyncFunctionDef, spec: Funct
     return None
 
 
-def _assemble(definitions: list[_Definition], target: _Definition, repairs: list[str]) -> str | ParseFailure:
-    """Render the target with what it reaches, in source order, plus the imports it lacks."""
+def _assemble(
+    definitions: list[_Definition], target: _Definition, repairs: list[str], provided: frozenset[str]
+) -> str | ParseFailure:
+    """Render the target with what it reaches, in source order, plus the imports it lacks (but not
+    the `provided` names, which the task puts around the code)."""
     if not _returns_value(target.node):
         return ParseFailure(f"{target.node.name} never returns a value")
     latest: dict[str, _Definition] = {}
@@ -360,9 +366,10 @@ def _assemble(definitions: list[_Definition], target: _Definition, repairs: list
     ]
     body = [d for d in definitions if d in kept and d is not target]
     nodes = [d.node for d in imports + body] + [target.node]
-    added = [KNOWN_IMPORTS[name] for name in sorted(_free_names(nodes)) if name in KNOWN_IMPORTS]
+    free = _free_names(nodes) - provided
+    added = [KNOWN_IMPORTS[name] for name in sorted(free) if name in KNOWN_IMPORTS]
     repairs.extend(f"added `{line}`" for line in added)
-    if undefined := sorted(_free_names(nodes) - set(KNOWN_IMPORTS)):
+    if undefined := sorted(free - set(KNOWN_IMPORTS)):
         return ParseFailure(f"{target.node.name} uses undefined name(s): {', '.join(undefined)}")
     rendered = list(dict.fromkeys(added + [_render(d) for d in imports])) + [_render(d) for d in body + [target]]
     imports_end = len(dict.fromkeys(added + [_render(d) for d in imports]))

@@ -13,7 +13,8 @@ from coevo.llm.base import Completion, Message
 
 
 class TaskSpec(Protocol):
-    """The slice of a task that prompts need (`tasks.Task` satisfies it)."""
+    """The slice of a task that prompts need (`tasks.Task` satisfies it). A task may also set
+    `provided_names` (`tasks.Task.provided_names`): names its code may use without defining them."""
 
     function_name: str
     signature: str

@@ -1,6 +1,6 @@
 """`coevo runs export`: a run's answer joins the skill library, with where it came from.
 
-The file is the heuristic's code under a comment header holding its provenance as JSON (run, method,
+The file is the heuristic's code (a program task's whole program) under a comment header holding its provenance as JSON (run, method,
 config seed, objectives, weights reference, lineage), so a reader can trace it back to the run that
 wrote it. It goes to a directory of the user's (default `./skills/`), never inside the installed
 package: copy it to `heuristics/evolved/` to have `library = "all"` runs start from it.
@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from coevo.run.store import RunStore
-from tasks import task_class
+from tasks import get_task
 
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 DEFAULT_DIR = Path("skills")
@@ -63,8 +63,8 @@ def export_best(run_dir: Path, name: str | None = None, directory: Path | None =
     header = "\n".join(f"# {line}" for line in json.dumps(provenance, indent=1).splitlines())
     target_dir = directory or DEFAULT_DIR
     target_dir.mkdir(parents=True, exist_ok=True)
-    path = target_dir / f"{task_class(config['task']).name}__{name}.py"
-    path.write_text(
-        f"# coevo provenance (exported from a run):\n{header}\n\n{best['code'].strip()}\n", encoding="utf-8"
-    )
+    task = get_task(config["task"])
+    code = task.module_source(best["code"])  # a program task's answer is its whole program
+    path = target_dir / f"{task.name}__{name}.py"
+    path.write_text(f"# coevo provenance (exported from a run):\n{header}\n\n{code.strip()}\n", encoding="utf-8")
     return path

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from coevo.llm.base import LLM
+from coevo.plugins import names_folder
 from coevo.run.build import load_llm
 from coevo.run.config import ConfigError, RunConfig, from_stored, validate
 from coevo.run.executor import open_executor
@@ -25,9 +26,11 @@ COMPUTE_DTYPE_KEY = "compute_dtype"
 
 def default_run_dir(config: RunConfig) -> Path:
     """runs/<subject>-<method>-s<seed>-<time>: a subject named by a plugin spec (path/file.py:Class)
-    contributes its class name, so the run lands under runs/ whatever the spec's path."""
+    contributes its class name, one named by a folder its folder's name, so the run lands under runs/
+    whatever the spec's path."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    subject = re.sub(r"[^\w.-]+", "_", config.subject.rpartition(":")[2])
+    named = Path(config.subject).name if names_folder(config.subject) else config.subject.rpartition(":")[2]
+    subject = re.sub(r"[^\w.-]+", "_", named)
     method = re.sub(r"[^\w.-]+", "_", config.method.rpartition(":")[2])
     return Path("runs") / f"{subject}-{method}-s{config.seed}-{stamp}"
 
