@@ -9,7 +9,7 @@ so a good prompt cannot masquerade as a good direction.
   effects of its subset. With a single skill this is a variant split (two variants: shown, not shown):
   each member's reward less its variant's mean.
 * Where mirrored ES pairs share their text (the heuristic methods by default), no split is needed for
-  the weights: the engine centres each pair's rewards (`coevo.es.engine.pair_residuals`), which removes
+  the weights: the engine centres each pair's rewards (`coevo.es.strategy.pair_residuals`), which removes
   whatever the pair shares exactly.
 """
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-
 MAKE_TARGETS = frozenset({"ray", "rl"})
 """Extras the Makefile installs (`make ray`, `make rl`) with torch and transformers held at constraints.txt."""
 

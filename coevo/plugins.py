@@ -73,8 +73,9 @@ def load(group: str, name: str, kind: str) -> type:
         known = registered(group)
         if name not in known:
             shown = ", ".join(known) or "none"
+            kinds = f"{kind[:-1]}ies" if kind.endswith("y") else f"{kind}s"
             raise PluginError(
-                f"unknown {kind} {name!r}; registered {kind}s: {shown} (or name one as path/to/file.py:Class "
+                f"unknown {kind} {name!r}; registered {kinds}: {shown} (or name one as path/to/file.py:Class "
                 "or package.module:Class)"
             )
         name = known[name]

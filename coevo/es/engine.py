@@ -1,13 +1,12 @@
 """`ESEngine`: evosax-style ask/tell evolution strategies on weights held by a `WeightsHost`.
 
 One generation: `ask()` gives the population's perturbations (seeds only); the caller evaluates each
-member under `host.perturbed(p)`; `tell(perturbations, rewards)` penalises invalid rewards, shapes
-them, writes the update to the history and has the host apply it. By default the update is the
-reference rule theta += alpha / N * sum_i z_i eps_i with z-scored rewards and no 1/sigma.
-
-With mirrored pairs (`antithetic`) each reward is first taken less its pair's mean: whatever the two
-members of a pair share (a prompt, a parent, a sampling seed: common random numbers) cancels exactly,
-whatever the shaping, and every pair informs the update.
+member under `host.perturbed(p)`; `tell(perturbations, rewards)` penalises invalid rewards, asks the
+strategy (`coevo.es.strategy`, by name: OpenAI-ES by default, ARS) for the step's direction, writes
+the update to the history and has the host apply it. With OpenAI-ES the update is the reference rule
+theta += alpha / N * sum_i z_i eps_i with shaped rewards and no 1/sigma; with mirrored pairs
+(`antithetic`) each reward is first taken less its pair's mean, so whatever the two members of a pair
+share (a prompt, a parent, a sampling seed: common random numbers) cancels exactly.
 
 Example: pull three weights towards 1.
 
@@ -36,6 +35,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -44,7 +44,8 @@ from coevo.es.optim import OptimizerConfig
 from coevo.es.perturbation import Perturbation, Update
 from coevo.es.protocols import WeightsHost
 from coevo.es.schedules import Schedule, ScheduleConfig
-from coevo.es.shaping import SHAPINGS, Shaping, penalize_invalid
+from coevo.es.shaping import SHAPINGS, penalize_invalid
+from coevo.es.strategy import Strategy, build_strategy, strategy_settings
 from coevo.es.update_log import History, UpdateRecord, replay
 
 
@@ -59,6 +60,8 @@ class ESConfig(BaseModel):
     total_steps: int | None = Field(None, ge=1, description="planned updates, the T of decaying schedules")
     shaping: str = Field("zscore", description=f"one of {sorted(SHAPINGS)}")
     antithetic: bool = Field(False, description="mirrored pairs (eps, -eps) sharing one seed")
+    strategy: str = Field("openai-es", description="the rule from rewards to a step (coevo.es.strategy)")
+    strategy_options: dict[str, Any] = Field(default_factory=dict, description="the strategy's own settings")
     optimizer: OptimizerConfig = OptimizerConfig()
     seed: int = Field(0, ge=0, description="root of every member seed")
 
@@ -68,6 +71,7 @@ class ESConfig(BaseModel):
             raise ValueError(f"shaping must be one of {sorted(SHAPINGS)}, got {self.shaping!r}")
         if self.antithetic and self.population_size % 2:
             raise ValueError(f"antithetic sampling needs an even population_size, got {self.population_size}")
+        strategy_settings(self.strategy, self.strategy_options)
         self.sigma.build(self.total_steps)
         self.alpha.build(self.total_steps)
         return self
@@ -87,20 +91,6 @@ class UpdateStats:
     update: Update | None
 
 
-def pair_residuals(perturbations: Sequence[Perturbation], rewards: np.ndarray) -> np.ndarray:
-    """Each reward less the mean of its mirrored pair (members sharing a seed, signs +1 and -1). A member
-    whose mirror was never scored (the budget ran out between them) has nothing to contrast: 0."""
-    by_seed: dict[int, list[int]] = {}
-    for index, p in enumerate(perturbations):
-        by_seed.setdefault(p.seed, []).append(index)
-    residuals = np.array(rewards, dtype=np.float64)
-    for seed, indices in by_seed.items():
-        if len(indices) > 1 and sorted(perturbations[i].sign for i in indices) != [-1, 1]:
-            raise ValueError(f"seed {seed} is not one mirrored pair (+1, -1) in this population")
-        residuals[indices] -= residuals[indices].mean()
-    return residuals
-
-
 def member_seed(root_seed: int, step: int, index: int) -> int:
     """The seed of member `index` at `step`: a pure function, so asking again or resuming repeats it."""
     digest = hashlib.blake2b(f"{root_seed}:{step}:{index}".encode(), digest_size=8, person=b"coevo-seed")
@@ -110,7 +100,8 @@ def member_seed(root_seed: int, step: int, index: int) -> int:
 class ESEngine:
     """Ask/tell ES; the host owns the weights, the engine only numbers (seeds, rewards, coefficients).
 
-    `sigma_schedule`, `alpha_schedule` and `shaping` default to the config's and may be any callables.
+    `sigma_schedule`, `alpha_schedule` and `strategy` default to the config's; the schedules may be
+    any callables, the strategy any object with `direction` (`coevo.es.strategy.Strategy`).
     The schedules advance one step per update unless `progress` is given: the share of the run done
     (0 to 1), for a run measured in something other than updates (an evaluation budget whose steps
     vary in cost), so that sigma reaches its floor when the run ends, not when a planned count does.
@@ -125,7 +116,7 @@ class ESEngine:
         *,
         sigma_schedule: Schedule | None = None,
         alpha_schedule: Schedule | None = None,
-        shaping: Shaping | None = None,
+        strategy: Strategy | None = None,
         progress: Callable[[], float | Fraction] | None = None,
         start_step: int = 0,
     ) -> None:
@@ -134,7 +125,9 @@ class ESEngine:
         self.history = history
         self.sigma_schedule = sigma_schedule or config.sigma.build(config.total_steps)
         self.alpha_schedule = alpha_schedule or config.alpha.build(config.total_steps)
-        self.shaping = shaping or SHAPINGS[config.shaping]
+        self.strategy = strategy or build_strategy(
+            config.strategy, config.strategy_options, SHAPINGS[config.shaping], config.antithetic
+        )
         self.progress = progress
         self.step = start_step
         self._position: tuple[int, float] | None = None
@@ -170,9 +163,10 @@ class ESEngine:
         sigma = sigmas.pop()
         alpha = self.alpha_schedule(self.position())
         filled = penalize_invalid(rewards)
-        residuals = None if filled is None or not self.config.antithetic else pair_residuals(perturbations, filled)
-        shaped = None if filled is None else self.shaping(filled if residuals is None else residuals)
-        update = None if shaped is None or sigma == 0.0 else self._update(perturbations, shaped, alpha)
+        direction = None if filled is None else self.strategy.direction(perturbations, filled)
+        update = None
+        if direction is not None and sigma != 0.0:
+            update = Update(tuple(direction.coeffs), tuple(direction.coeffs.values()), alpha, self.config.optimizer)
         raw = tuple(None if r is None or np.isnan(r) else float(r) for r in rewards)
         record = UpdateRecord(
             step=self.step,
@@ -180,12 +174,14 @@ class ESEngine:
             signs=tuple(p.sign for p in perturbations),
             sigma=sigma,
             raw_rewards=raw,
-            shaped_rewards=None if shaped is None else tuple(float(z) for z in shaped),
+            shaped_rewards=None if direction is None else tuple(float(z) for z in direction.shaped),
             alpha=alpha,
             scope=self.host.scope,
             noise_version=self.host.noise_version,
             update=update,
-            residuals=None if residuals is None else tuple(float(r) for r in residuals),
+            residuals=None
+            if direction is None or direction.residuals is None
+            else tuple(map(float, direction.residuals)),
         )
         if self.history is not None:
             self.history.append(record)
@@ -214,10 +210,3 @@ class ESEngine:
             share = min(max(self.progress(), 0), 1)
             self._position = (self.step, float(share * (self.config.total_steps or 1)))
         return self._position[1]
-
-    def _update(self, perturbations: Sequence[Perturbation], shaped: np.ndarray, alpha: float) -> Update:
-        """g = 1/N sum_i z_i sign_i eps_i, with the terms of a mirrored pair merged into one seed."""
-        coeffs: dict[int, float] = {}
-        for p, z in zip(perturbations, shaped, strict=True):
-            coeffs[p.seed] = coeffs.get(p.seed, 0.0) + float(z) * p.sign / len(perturbations)
-        return Update(tuple(coeffs), tuple(coeffs.values()), alpha, self.config.optimizer)

@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from coevo.progress import progress_bars
-
 from coevo.shown import shown
 
 ExecutorOption = Annotated[

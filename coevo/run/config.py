@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
+from coevo.es.shaping import SHAPINGS
+from coevo.es.strategy import build_strategy
 from coevo.extras import install_hint
 from coevo.features import FEATURES
 from coevo.plugins import PluginError, normalised
@@ -70,6 +72,18 @@ class ESSettings(_Section):
         description="heuristics: a child's own fitness (invalid: below the generation's worst valid), or "
         "the reference's child-minus-parent improvement",
     )
+    strategy: str = Field(
+        "openai-es",
+        description="the rule from rewards to a step: openai-es, ars, or a plugin (docs/es.md#strategies)",
+    )
+    strategy_options: dict[str, Any] = Field(
+        default_factory=dict, description="the strategy's own settings, e.g. {top_share = 0.5} for ars"
+    )
+
+    @model_validator(mode="after")
+    def _strategy_builds(self) -> ESSettings:
+        build_strategy(self.strategy, self.strategy_options, SHAPINGS[self.shaping], self.antithetic)
+        return self
 
 
 class LLMSettings(ModelSource):

@@ -464,6 +464,8 @@ class Runner:
             total_steps=self.method.planned_updates(),
             shaping=es.shaping,
             antithetic=es.antithetic,
+            strategy=es.strategy,
+            strategy_options=es.strategy_options,
             seed=self.config.seed,
         )
 
