@@ -29,7 +29,8 @@ from coevo.candidate import WeightsRef
 from coevo.cli import main
 from coevo.run.config import load_config, validate
 from coevo.run.executor import LocalExecutor
-from coevo.run.ray_executor import MemberReplica, RayExecutor, StaleReplica
+from coevo.run.member_replica import MemberReplica, StaleReplica
+from coevo.run.ray_executor import RayExecutor
 from coevo.run.runner import Runner, summary
 from coevo.run.session import load_llm, start_run
 from coevo.run.store import RunStore
@@ -212,7 +213,9 @@ def test_a_replica_that_only_scores_loads_no_model_and_gives_the_drivers_verdict
         actual = stored(remote.store)
     assert actual == expected
     assert executor.scored == sum(bool(code) for code, *_ in actual["candidates"]) > 0 and executor.proposed == 0
-    assert len({fitness for _, fitness, *_ in expected["candidates"]}) > 2, "verdicts differ, or the test proves nothing"
+    assert len({fitness for _, fitness, *_ in expected["candidates"]}) > 2, (
+        "verdicts differ, or the test proves nothing"
+    )
 
 
 def test_an_unknown_or_uninstalled_executor_is_refused_in_one_line_before_anything_loads(
@@ -220,7 +223,10 @@ def test_an_unknown_or_uninstalled_executor_is_refused_in_one_line_before_anythi
 ):
     config = write_config(tmp_path, 8)
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "spark"]) == 2
-    assert "unknown executor 'spark'; registered executors: local, ray (or name one as path/to/file.py:Class" in capsys.readouterr().err
+    assert (
+        "unknown executor 'spark'; registered executors: local, ray (or name one as path/to/file.py:Class"
+        in capsys.readouterr().err
+    )
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "ray"]) == 2
@@ -373,7 +379,9 @@ def test_an_ahd_es_run_through_ray_equals_the_local_run_bit_for_bit(cluster: str
 @needs_ray
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("method", "task"), [("eoh+es", "MemberReplica.propose"), ("eoh", "MemberReplica.score")], ids=["writing", "scoring"]
+    ("method", "task"),
+    [("eoh+es", "MemberReplica.propose"), ("eoh", "MemberReplica.score")],
+    ids=["writing", "scoring"],
 )
 def test_an_ahd_worker_killed_mid_generation_has_its_job_done_again(
     cluster: str, local_runs, tmp_path: Path, method: str, task: str
@@ -392,7 +400,9 @@ def test_an_ahd_worker_killed_mid_generation_has_its_job_done_again(
 def test_an_eoh_run_through_ray_equals_the_local_run(cluster: str, local_runs, tmp_path: Path):
     """No ES: the driver writes every heuristic and the workers' sandboxes score them."""
     expected = local_run(local_runs, tmp_path, 26, "eoh")
-    finished = ray_run("run", str(write_config(tmp_path, 26, "eoh")), "--run-dir", str(tmp_path / "ray"), address=cluster)
+    finished = ray_run(
+        "run", str(write_config(tmp_path, 26, "eoh")), "--run-dir", str(tmp_path / "ray"), address=cluster
+    )
     assert finished.returncode == 0, finished.stderr
     assert_ends_as(tmp_path / "ray", expected)
     assert expected["evaluations"] == 26 and len({fitness for _, fitness, *_ in expected["candidates"]}) > 2
@@ -440,7 +450,9 @@ def test_plugins_from_files_run_through_ray_as_they_run_locally(cluster: str, tm
     agent = CONFIG.format(budget=8).replace('env = "gridnav"\nhorizon = 2', f'env = "{tmp_path / "count.py"}:CountTo"')
     ahd = write_config(tmp_path, 14, "eoh").read_text().replace('"tsp_construct"', f'"{tmp_path / "my_tsp.py"}:MyTSP"')
     assert main(["new", "task", "load_balance", "--dir", str(tmp_path)]) == 0  # and the problem `coevo new task` writes
-    scaffolded = ahd.replace(f'"{tmp_path / "my_tsp.py"}:MyTSP"', f'"{tmp_path / "load_balance" / "problem.py"}:LoadBalance"')
+    scaffolded = ahd.replace(
+        f'"{tmp_path / "my_tsp.py"}:MyTSP"', f'"{tmp_path / "load_balance" / "problem.py"}:LoadBalance"'
+    )
     for name, text in (("agent", agent), ("ahd", ahd), ("scaffolded", scaffolded)):
         config = tmp_path / f"plugin-{name}.toml"
         config.write_text(text)

@@ -1,4 +1,5 @@
-"""The Ray executor: a generation's members played by worker actors that each hold a replica of the model.
+"""The Ray executor: a generation's members played by worker actors, each a `MemberReplica`
+(`coevo.run.member_replica`) holding the model; this module only schedules.
 
 Seed-only sync, as OpenAI-ES does it: the driver never ships weights. A worker keeps the base model and
 replays the run's ES history (`coevo.es.update_log`) into it; a member's job is its index, its weights
@@ -23,16 +24,13 @@ import socket
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from coevo.es.update_log import UpdateRecord, replay
-from coevo.run.config import ConfigError, RunConfig, validate
-from coevo.run.proposals import ProposalJob, ProposedMember, propose_member
+from coevo.es.update_log import UpdateRecord
+from coevo.run.config import ConfigError, RunConfig
+from coevo.run.member_replica import MemberReplica, StaleReplica
+from coevo.run.proposals import ProposalJob, ProposedMember
 from coevo.workload import Evaluation, Member, ScoresCode, Workload
-
-if TYPE_CHECKING:
-    from coevo.llm.base import LLM
 
 MAX_ATTEMPTS = 5
 """Times one member is handed out before the generation fails (each lost worker costs one)."""
@@ -47,86 +45,6 @@ def reachable(address: str | None, seconds: float = 5.0) -> None:
         socket.create_connection((host, int(port)), timeout=seconds).close()
     except OSError as error:
         raise ConfigError(f"cannot reach the Ray cluster at {address}: {error}") from None
-
-
-class StaleReplica(Exception):
-    """A worker's replica is not at the member's ES step (it restarted between jobs); carries its step."""
-
-    def __init__(self, step: int) -> None:
-        super().__init__(f"replica holds {step} ES updates")
-        self.step = step
-
-
-class MemberReplica:
-    """What runs on a worker: the run's workload, and the model and weights host history lines move on.
-
-    The model loads only where members need it (an agent run plays under it, an AHD ES run writes with
-    it): a heuristic-design run without ES only scores code on its workers, which hold the sandbox alone.
-    Plain Python, so it is tested without Ray; `RayExecutor` runs it as an actor.
-    """
-
-    def __init__(self, config_data: dict[str, Any], threads: int = 1) -> None:
-        from coevo.llm.ledger import BudgetLedger
-        from coevo.operators.diff_edit import EditPolicy
-        from coevo.operators.eoh_operators import EoHOperators
-        from coevo.run.build import build_host, build_workload
-        from tasks import get_task
-
-        config = validate(config_data)
-        episodes = config.capabilities.episodes
-        llm = loaded_llm(config, threads) if episodes or config.uses_weights else None
-        self.host = build_host(llm, config) if llm is not None and config.uses_weights else None
-        self.workload = build_workload(config, llm, self.host)
-        self.operators: EoHOperators | None = None
-        """The AHD ES operators (None without ES or on the agent workload); a job's sampling and templates
-        override theirs."""
-        if not episodes and llm is not None:
-            self.operators = EoHOperators(
-                llm,
-                get_task(config.task),
-                BudgetLedger(),
-                edits=EditPolicy(config.operators.diff_share, config.operators.diff_resamples),
-            )
-        self.step = 0
-
-    def play(self, lines: Sequence[str], generation: int, index: int, member: Member, traces: bool) -> Evaluation:
-        """Apply the history lines this replica lacks, then play member `index` of generation `generation`."""
-        self._sync(lines, 0 if member.weights is None else member.weights.step)
-        workload = self.workload.at_generation(generation)
-        return workload.evaluate_at(index, member, traces=traces)
-
-    def propose(self, lines: Sequence[str], job: ProposalJob) -> ProposedMember:
-        """Apply the history lines this replica lacks, then write AHD member `job` and score it here."""
-        from coevo.llm.ledger import BudgetLedger
-        from coevo.operators.records import Proposal
-
-        self._sync(lines, job.weights.step)
-        ledger = BudgetLedger()
-        item = propose_member(replace(self.operators, ledger=ledger), self.host, job)
-        evaluation = None
-        if isinstance(item, Proposal):
-            (evaluation,) = self.workload.evaluate([Member(item.code, job.weights)], traces=True)
-        return ProposedMember(item, evaluation, ledger.to_dict())
-
-    def score(self, code: str) -> Evaluation:
-        """The sandbox's verdict on exactly `code` (the driver chose it), whatever this worker saw before."""
-        (evaluation,) = self.workload.verdicts([code])
-        return evaluation
-
-    def _sync(self, lines: Sequence[str], wanted: int) -> None:
-        """Move the replica to ES step `wanted` with the lines it lacks, or say which step it holds."""
-        records = [UpdateRecord.from_json(line) for line in lines]
-        missing = [r for r in records if r.step >= self.step]
-        if self.host is not None and missing:
-            if missing[0].step != self.step:
-                raise StaleReplica(self.step)
-            replay(self.host, missing)
-            self.step += len(missing)
-        if self.host is not None and self.step != wanted:
-            raise StaleReplica(self.step)
-
-    def weights_sha256(self) -> str | None:
-        return None if self.host is None else self.host.weights_sha256()
 
 
 _TOKEN_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster."
@@ -149,16 +67,6 @@ def _without_token_auth_notice() -> Iterator[None]:
         yield
     finally:
         logger.removeFilter(notice)
-
-
-def loaded_llm(config: RunConfig, threads: int) -> LLM:
-    """The run's LLM, on `threads` torch threads (a worker's share of its node)."""
-    import torch
-
-    from coevo.run.build import load_llm
-
-    torch.set_num_threads(threads)
-    return load_llm(config)
 
 
 class RayExecutor:
