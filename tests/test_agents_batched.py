@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from tiny_lm import build_tiny_agent
 
-from coevo.agent_workload import AgentWorkload
 from coevo.candidate import WeightsRef
 from coevo.llm.base import AGENT_SAMPLING
-from coevo.workload import Member
+from coevo.workloads.agents import AgentWorkload
+from coevo.workloads.protocol import Member
 from tasks.agents.splits import split_seeds
-from tiny_lm import build_tiny_agent
 
 
 def _members(sigma: float) -> list[Member]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from cli_capture import run_cli
 
-from coevo.agent_workload import AgentSettings
 from coevo.plugins import PluginError, load, normalised, registered
+from coevo.workloads.agents import AgentSettings
 from tasks import TASK_NAMES, UnknownTaskError, get_task
 from tasks.agents import ENV_NAMES, UnknownEnvError, env_class, make_env, rollout
 from tasks.agents.splits import env_seeds, verify_split

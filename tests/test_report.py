@@ -18,13 +18,13 @@ from matplotlib.figure import Figure
 from scripted_llm import ScriptedLLM
 
 from coevo.candidate import Candidate
-from coevo.run.report import invalid_members, lineage, render_report, write_report
 from coevo.run.config import validate
+from coevo.run.report import invalid_members, lineage, render_report, write_report
 from coevo.run.runner import Runner
 from coevo.run.session import start_run
 from coevo.run.store import RunStore, StoreError
 from coevo.run.validation import Validation
-from coevo.workload import Evaluation, Member, Trajectory, Turn
+from coevo.workloads.protocol import Evaluation, Member, Trajectory, Turn
 
 SECTIONS = (
     "Run",

@@ -9,7 +9,7 @@ from coevo.methods.base import OneUpdatePerGeneration
 
 if TYPE_CHECKING:
     from coevo.context import Context
-    from coevo.workload import Capabilities
+    from coevo.workloads.protocol import Capabilities
 
 
 class ES(OneUpdatePerGeneration):

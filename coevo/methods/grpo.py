@@ -17,7 +17,7 @@ from coevo.run.config import ConfigError
 if TYPE_CHECKING:
     from coevo.context import Context
     from coevo.run.config import RunConfig
-    from coevo.workload import Capabilities
+    from coevo.workloads.protocol import Capabilities
 
 
 class GRPO(ES):

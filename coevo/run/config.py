@@ -33,7 +33,7 @@ from coevo.run.ensemble_config import EnsembleModel, check_ensemble
 from coevo.run.method_registry import method_class, method_names
 from coevo.run.model_source import ModelSource
 from coevo.run.workload_registry import settings_model, workload_class, workload_kinds
-from coevo.workload import Capabilities, WorkloadSettings
+from coevo.workloads.protocol import Capabilities, WorkloadSettings
 
 METHODS = method_names()
 """The built-in method names (`coevo.run.method_registry`); installed packages and specs may name more."""
@@ -291,7 +291,7 @@ class RunConfig(_Section):
 
     @property
     def capabilities(self) -> Capabilities:
-        """What this run's members are, as its workload class declares (`coevo.workload.Capabilities`)."""
+        """What this run's members are, as its workload class declares (`coevo.workloads.protocol.Capabilities`)."""
         return workload_class(self.workload.kind).capabilities
 
     @property

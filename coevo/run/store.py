@@ -24,7 +24,7 @@ from coevo.candidate import Candidate, WeightsRef
 from coevo.es.update_log import UpdateRecord
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.shown import shown
-from coevo.workload import Evaluation, Trajectory, Turn
+from coevo.workloads.protocol import Evaluation, Trajectory, Turn
 
 DB_NAME = "run.sqlite"
 

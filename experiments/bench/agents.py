@@ -48,7 +48,6 @@ from coevo.candidate import WeightsRef
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.llm.base import AGENT_SAMPLING
 from coevo.llm.hf import HFBackend
-from coevo.workload import Member
 from tasks.agents import llm_policy, make_env, rollout
 from tasks.agents.splits import split_seeds
 
@@ -66,18 +65,20 @@ sys.path.insert(0, str(REPO / "experiments" / "evidence"))
 from evidence_file import RESULTS, merge, read  # noqa: E402  (the evidence folder is not a package)
 
 
-def _agent_workload_class() -> type:
-    """AgentWorkload from the coevo first on the path. --speedup's baseline revision kept it in
-    `coevo.agents`; asking that tree for `coevo.agent_workload` would get this tree's module from the
-    editable install, mixed with the baseline's, so the file that exists decides."""
-    if (Path(coevo.__file__).parent / "agent_workload.py").is_file():
-        from coevo.agent_workload import AgentWorkload
+def _workload_classes() -> tuple[type, type]:
+    """AgentWorkload and Member from the coevo first on the path. --speedup's baseline revision kept them
+    in `coevo.agents` and `coevo.workload`; asking that tree for `coevo.workloads` would get this tree's
+    modules from the editable install, mixed with the baseline's, so the folder that exists decides."""
+    if (Path(coevo.__file__).parent / "workloads").is_dir():
+        from coevo.workloads.agents import AgentWorkload
+        from coevo.workloads.protocol import Member
     else:
         from coevo.agents import AgentWorkload
-    return AgentWorkload
+        from coevo.workload import Member
+    return AgentWorkload, Member
 
 
-AgentWorkload = _agent_workload_class()
+AgentWorkload, Member = _workload_classes()
 
 
 @dataclass(frozen=True)

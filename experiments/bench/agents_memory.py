@@ -64,12 +64,12 @@ def run_side(side: str, settings: Settings) -> int:
 
 
 def es_generation(llm, seeds: list[int], members: int) -> None:
-    from coevo.agent_workload import AgentWorkload
     from coevo.candidate import WeightsRef
     from coevo.es.engine import ESConfig, ESEngine
     from coevo.es.hosts import module_host
     from coevo.es.schedules import ScheduleConfig
-    from coevo.workload import Member
+    from coevo.workloads.agents import AgentWorkload
+    from coevo.workloads.protocol import Member
 
     host = module_host(llm.model, "full")
     config = ESConfig(

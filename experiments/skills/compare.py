@@ -43,10 +43,10 @@ from matplotlib.figure import Figure
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from coevo.agent_workload import AgentWorkload  # noqa: E402
 from coevo.run.config import load_config  # noqa: E402
 from coevo.run.session import start_run  # noqa: E402
 from coevo.stats import compare_paired  # noqa: E402
+from coevo.workloads.agents import AgentWorkload  # noqa: E402
 
 METHODS = ("skills", "es", "es-then-skills", "coevo")
 NO_SKILL = "no skill"
