@@ -217,7 +217,8 @@ class NoveltySettings(_Section):
 
 
 class RunConfig(_Section):
-    """Everything a run needs; `budget` counts candidate evaluations (every proposal slot counts)."""
+    """Everything a run needs; `budget` counts candidate evaluations (every proposal slot counts, but for
+    a child the novelty check rejects)."""
 
     method: str
     task: str | None = Field(None, description="the AHD task; required for workload.kind = ahd")
