@@ -206,13 +206,10 @@ class NoveltySettings(_Section):
     @field_validator("embedder")
     @classmethod
     def _known_embedder(cls, value: str) -> str:
-        """Built in, registered, or a class spec that loads (its path made absolute), before any model loads."""
-        if value in BUILT_IN_EMBEDDERS:
-            return value
-        try:
+        """Built in, registered, or a class spec that loads (its path made absolute), before any model
+        loads; a `PluginError` is a ValueError, so the config names it in one line."""
+        if value not in BUILT_IN_EMBEDDERS:
             embedder_class(value)
-        except PluginError as exc:
-            raise ValueError(str(exc)) from None
         return normalised(value)
 
 
