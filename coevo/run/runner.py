@@ -82,6 +82,12 @@ class Runner:
     ) -> None:
         """`workload` scores the proposals; by default the AHD workload on `config.eval.split`.
         `executor` plays the members of `play` (default: in this process)."""
+        remote = executor is not None and not isinstance(executor, LocalExecutor)
+        if config.novelty.enabled and config.uses_weights and remote:
+            raise ConfigError(
+                "novelty.enabled: ES members are written and scored on the executor's workers, "
+                "where no novelty check runs; run with the local executor"
+            )
         self.config = config
         self.store = store
         self.run_dir = run_dir
@@ -123,11 +129,6 @@ class Runner:
         self.executor: Executor = executor or LocalExecutor()
         self.novelty = NoveltyGate.from_config(config, llm, store)
         """The novelty check before evaluation (`[novelty]`); None when off."""
-        if self.novelty is not None and self.host is not None and not isinstance(self.executor, LocalExecutor):
-            raise ConfigError(
-                "novelty.enabled: ES members are written and scored on the executor's workers, "
-                "where no novelty check runs; run with the local executor"
-            )
         if (state := store.last_state()) is not None:
             self._restore(state)
 
