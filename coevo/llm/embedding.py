@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from coevo.llm.embedded import DEFAULT_MODEL
-from coevo.llm.hf import load_causal_lm
+from coevo.llm.hf import HFBackend
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -51,12 +51,11 @@ class HiddenStateEmbedder:
 
     @classmethod
     def from_config(cls, config: RunConfig, llm: LLM) -> HiddenStateEmbedder:
-        """Over the run's own transformers model where it has one, else over the embedded default model."""
-        model, tokenizer = getattr(llm, "model", None), getattr(llm, "tokenizer", None)
-        if hasattr(model, "base_model") and tokenizer is not None:
-            return cls(model, tokenizer, llm.name)
-        model, tokenizer = load_causal_lm(DEFAULT_MODEL)
-        return cls(model, tokenizer, DEFAULT_MODEL)
+        """Over the run's own transformers model where it has one, else over the embedded default model,
+        loaded as the transformers backend loads it, in the run's compute dtype."""
+        if not (hasattr(getattr(llm, "model", None), "base_model") and getattr(llm, "tokenizer", None) is not None):
+            llm = HFBackend.load(DEFAULT_MODEL, dtype=config.compute_dtype)
+        return cls(llm.model, llm.tokenizer, llm.name)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         rows = []

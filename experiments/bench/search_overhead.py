@@ -3,10 +3,11 @@
 Per candidate, in alternating rounds: applying a SEARCH/REPLACE diff to its parent (`coevo.operators.diff_edit`),
 adding it to a 5-island population with ring migration and to a MAP-Elites grid (`coevo.islands`,
 `coevo.map_elites`), the novelty check's embedding of its code with the default embedder (the mean-pooled last
-hidden layer of the embedded smollm2-135m, as `coevo.llm.embedding` loads it) and its nearest member among a
-population's vectors (`coevo.novelty`; the judge, asked only at or above the threshold, is not timed), and scoring
-it in the sandbox on the task's search instances (`coevo.evaluate`). Prints each side's seconds per candidate and
-the ratio of each overhead to the evaluation (the target for diffs and archives: well under 1%).
+hidden layer of the embedded smollm2-135m, loaded as `coevo.llm.embedding` loads it for a run without a model of
+its own) and its nearest member among a population's vectors (`coevo.novelty`; the judge, asked only at or above
+the threshold, is not timed), and scoring it in the sandbox on the task's search instances (`coevo.evaluate`).
+Prints each side's seconds per candidate and the ratio of each overhead to the evaluation (the target for diffs
+and archives: well under 1%).
 
 Usage: python experiments/bench/search_overhead.py [--task tsp_construct] [--candidates 20] [--rounds 3]
 """
@@ -27,7 +28,7 @@ from coevo.evaluate import Evaluator
 from coevo.islands import IslandPopulation, PopulationStructure
 from coevo.llm.embedded import DEFAULT_MODEL
 from coevo.llm.embedding import HiddenStateEmbedder
-from coevo.llm.hf import load_causal_lm
+from coevo.llm.hf import HFBackend
 from coevo.novelty import nearest
 from coevo.operators.diff_edit import apply_blocks, parse_blocks
 from tasks import get_task
@@ -70,7 +71,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     rounds = iter(range(4 * args.rounds))
     answers = variants(seed, args.candidates, next(rounds))
-    embedder = HiddenStateEmbedder(*load_causal_lm(DEFAULT_MODEL), DEFAULT_MODEL)
+    backend = HFBackend.load(DEFAULT_MODEL)  # as a run's fallback loads it, in the CPU's compute dtype
+    embedder = HiddenStateEmbedder(backend.model, backend.tokenizer, backend.name)
     population = [seed, *(code for _, code in answers)]
     members = {str(index): vector for index, vector in enumerate(embedder.embed(population))}
 
