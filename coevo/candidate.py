@@ -17,6 +17,11 @@ from coevo.pyast import source_sha256
 Sense = Literal["min", "max"]
 
 
+def code_key(code: str) -> str:
+    """Content hash of code: a candidate's identity in the store and in prompts (`Candidate.key`)."""
+    return source_sha256(code)[:16]
+
+
 def fitness_of(objective: float, sense: Sense) -> float:
     """The loop's score of a natural-sign objective: higher is better on every task."""
     return objective if sense == "max" else -objective
@@ -71,7 +76,7 @@ class Candidate:
     @property
     def key(self) -> str:
         """Content hash of the code: the candidate's identity in the store and in prompts."""
-        return source_sha256(self.code)[:16]
+        return code_key(self.code)
 
     @property
     def valid(self) -> bool:

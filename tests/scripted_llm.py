@@ -60,6 +60,8 @@ class ScriptedLLM:
             old = [float(v) for v in tune.group(1).split(",")]  # the tune operator wants numbers only
             shifts = [(-1) ** i * 0.3 * float(output[0]) for i in range(len(old))]  # a uniform scale changes nothing
             text = "[" + ", ".join(f"{v * (1 + shift):.4f}" for v, shift in zip(old, shifts)) + "]"
+        elif "novel: yes" in prompt:  # the novelty judge: a verdict that follows the weights
+            text = f"B retunes A.\nnovel: {'yes' if output[0] > 0 else 'no'}"
         elif "<<<<<<< SEARCH" in prompt:  # a diff request: note the coefficient above the parent's last line
             last = re.search(r"```python\n(.*?)```", prompt, re.DOTALL).group(1).rstrip().splitlines()[-1]
             search = last if output[1] < 0.3 else "    return None  # a line the parent does not have"

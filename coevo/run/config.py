@@ -29,6 +29,8 @@ from coevo.extras import install_hint
 from coevo.features import FEATURES
 from coevo.plugins import PluginError, normalised
 from coevo.run.backend_registry import backend_class
+from coevo.run.embedder_registry import BUILT_IN as BUILT_IN_EMBEDDERS
+from coevo.run.embedder_registry import embedder_class
 from coevo.run.ensemble_config import EnsembleModel, check_ensemble
 from coevo.run.method_registry import method_class, method_names
 from coevo.run.model_source import ModelSource
@@ -179,8 +181,36 @@ class PopulationSettings(_Section):
         return self
 
 
+class NoveltySettings(_Section):
+    """A check of each child before it is evaluated, as ShinkaEvolve's (docs/runs.md#novelty-before-evaluation):
+    a child whose code embeds at or above `threshold` cosine to a population member's is shown to the run's
+    LLM as a judge, next to that member; a child not judged novel is asked again, and after `tries`
+    children the last is rejected: recorded, never evaluated, not charged to the budget. Off by default."""
+
+    enabled: bool = Field(False, description="check children for novelty before evaluating them")
+    threshold: float = Field(
+        0.99, gt=0, le=1, description="cosine to the nearest member at or above which the judge is asked"
+    )
+    tries: int = Field(3, ge=1, description="children asked for per request before the last is rejected")
+    embedder: str = Field(
+        "hidden-states",
+        description="hidden-states (the mean-pooled last hidden layer of the run's local model, or of the "
+        "embedded smollm2-135m), or an embedder class as path/to/file.py:Class or package.module:Class",
+    )
+
+    @field_validator("embedder")
+    @classmethod
+    def _known_embedder(cls, value: str) -> str:
+        """Built in, registered, or a class spec that loads (its path made absolute), before any model
+        loads; a `PluginError` is a ValueError, so the config names it in one line."""
+        if value not in BUILT_IN_EMBEDDERS:
+            embedder_class(value)
+        return normalised(value)
+
+
 class RunConfig(_Section):
-    """Everything a run needs; `budget` counts candidate evaluations (every proposal slot counts)."""
+    """Everything a run needs; `budget` counts candidate evaluations (every proposal slot counts, but for
+    a child the novelty check rejects)."""
 
     method: str
     task: str | None = Field(None, description="the AHD task; required for workload.kind = ahd")
@@ -200,6 +230,7 @@ class RunConfig(_Section):
     eval: EvalSettings = EvalSettings()
     operators: OperatorSettings = OperatorSettings()
     population: PopulationSettings = PopulationSettings()
+    novelty: NoveltySettings = NoveltySettings()
     workload: SerializeAsAny[WorkloadSettings] = WorkloadSettings()
     settings: dict[str, Any] = Field(
         default_factory=dict, description="the method's own keys, checked by its settings model (below)"
@@ -255,6 +286,8 @@ class RunConfig(_Section):
                 f"method {self.method} needs the {method.extra[1]!r} extra: {install_hint(method.extra[1])}"
             )
         check_settings(self.method, self.settings)
+        if self.novelty.enabled and not capabilities.heuristics:
+            raise ValueError(f"novelty.enabled checks the code of heuristics, which the {kind} workload does not write")
         return self
 
     @model_validator(mode="after")

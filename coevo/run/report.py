@@ -28,11 +28,12 @@ from matplotlib.ticker import MaxNLocator
 from coevo.candidate import Candidate
 from coevo.es.update_log import UpdateRecord
 from coevo.llm.bandit import gain
+from coevo.novelty import JUDGE
 from coevo.run.heldout import heldout_lines, measured_curve
 from coevo.run.learning_curve import curve_figure, training_rewards
 from coevo.run.lineage_page import LINEAGE_NAME, kept_by_key, render_lineage_page
 from coevo.run.model_choice import pulls
-from coevo.run.store import RunStore, StoredTrajectory
+from coevo.run.store import NOVELTY_OUTCOMES, RunStore, StoredTrajectory
 from coevo.run.validation import Validation, answer_line
 from coevo.shown import shown
 from coevo.skills.library import Library
@@ -132,7 +133,24 @@ def _run_table(store: RunStore, config: dict[str, Any], state: dict[str, Any]) -
     edits = store.edit_counts()
     if any(edits.values()):
         rows.insert(-1, ("diff answers (applied / failed / fallback)", " / ".join(str(n) for n in edits.values())))
+    if config.get("novelty", {}).get("enabled"):
+        rows[-1:-1] = _novelty_rows(store)
     return _table(rows)
+
+
+def _novelty_rows(store: RunStore) -> list[tuple[str, str]]:
+    """What the novelty check did: the children the judge saw, by outcome, and the judge's tokens."""
+    counts, judge = store.novelty_counts(), store.llm_totals(JUDGE)
+    return [
+        (
+            "novelty: children judged (novel / resampled / rejected, never evaluated)",
+            " / ".join(str(counts[outcome]) for outcome in NOVELTY_OUTCOMES),
+        ),
+        (
+            "novelty judge: calls, tokens (prompt / completion)",
+            f"{judge['calls']}, {judge['prompt_tokens']} / {judge['completion_tokens']}",
+        ),
+    ]
 
 
 def _validation(store: RunStore) -> str:

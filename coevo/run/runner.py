@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from coevo.evaluate.evaluator import Evaluator
 from coevo.islands import IslandPopulation, PopulationStructure
 from coevo.llm.base import LLM, SamplingParams
 from coevo.llm.ledger import BudgetLedger
+from coevo.novelty import NotNovel
 from coevo.operators.diff_edit import EditPolicy
 from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection, TextProposal
@@ -46,6 +48,7 @@ from coevo.run.executor import Executor, LocalExecutor
 from coevo.run.heldout import SuccessRate, heldout_success
 from coevo.run.method_registry import method_class
 from coevo.run.model_choice import operators_llm
+from coevo.run.novelty_gate import NoveltyGate, ProposalCall
 from coevo.run.proposals import ProposalJob, propose_member
 from coevo.run.store import RunStore, StoreHistory
 from coevo.workloads.protocol import (
@@ -80,6 +83,12 @@ class Runner:
     ) -> None:
         """`workload` scores the proposals; by default the AHD workload on `config.eval.split`.
         `executor` plays the members of `play` (default: in this process)."""
+        remote = executor is not None and not isinstance(executor, LocalExecutor)
+        if config.novelty.enabled and config.uses_weights and remote:
+            raise ConfigError(
+                "novelty.enabled: ES members are written and scored on the executor's workers, "
+                "where no novelty check runs; run with the local executor"
+            )
         self.config = config
         self.store = store
         self.run_dir = run_dir
@@ -123,6 +132,8 @@ class Runner:
                 self._es_config(), self.host, StoreHistory(store, 0), progress=self._budget_spent
             )
         self.executor: Executor = executor or LocalExecutor()
+        self.novelty = NoveltyGate.from_config(config, llm, store)
+        """The novelty check before evaluation (`[novelty]`); None when off."""
         if (state := store.last_state()) is not None:
             self._restore(state)
 
@@ -199,13 +210,14 @@ class Runner:
         prompt_ids: Sequence[str | None] | None = None,
     ) -> list[Candidate]:
         """Ask for one heuristic per request (request i under perturbation i if given), evaluate them
-        all, record everything, and charge the budget; requests beyond the budget are dropped."""
+        all, record everything, and charge the budget; requests beyond the budget are dropped. With the
+        novelty check on, a child rejected as not novel is neither evaluated nor charged."""
         count = min(len(requests), self.budget_left)
         requests = list(requests[:count])
         perturbations = None if perturbations is None else list(perturbations[:count])
         prompt_ids = list(prompt_ids[:count]) if prompt_ids is not None else [None] * count
         weights = [self._weights_ref(p) for p in perturbations or [None] * count]
-        items, verdicts = self._written_and_scored(requests, perturbations, weights)
+        items, verdicts = self._written_and_scored(requests, perturbations, weights, prompt_ids)
         evaluations = iter(verdicts)
         candidates = []
         for index, item in enumerate(items):
@@ -216,7 +228,7 @@ class Runner:
             self.store.add_candidate(self.step, candidate, call, evaluation)
             candidates.append(candidate)
             self._track_best(candidate)
-        self.evaluations += count
+        self.evaluations += count - sum(isinstance(item, NotNovel) for item in items)
         self._progress()
         return candidates
 
@@ -369,10 +381,15 @@ class Runner:
             self.on_progress(self)
 
     def _written_and_scored(
-        self, requests: list[ProposalRequest], perturbations: list[Perturbation] | None, weights: list[WeightsRef]
+        self,
+        requests: list[ProposalRequest],
+        perturbations: list[Perturbation] | None,
+        weights: list[WeightsRef],
+        prompt_ids: list[str | None],
     ) -> tuple[list[Proposal | Rejection], list[Evaluation]]:
         """The answers to `requests` and the verdicts of those that parsed, in order: ES members written
-        and scored on the executor's workers where it has any, the others written here and scored by it."""
+        and scored on the executor's workers where it has any, the others written here, passed through
+        the novelty check when it is on, and scored by it."""
         sampling = self.sampling_for_call()
         jobs = None
         if perturbations is not None:
@@ -390,6 +407,10 @@ class Runner:
                 self.workload.remember(item.code for item in items if isinstance(item, Proposal))
                 return items, [proposed.evaluation for proposed in remote if proposed.evaluation is not None]
         items = self._generate(requests, jobs, sampling)
+        if self.novelty is not None:
+            rewrite = partial(self._rewrite, requests, jobs)
+            call = ProposalCall(self.step, sampling, self.ledger, weights, prompt_ids, self._weights_ref(None), rewrite)
+            items = self.novelty.screen(items, self.population.members, call)
         scored = [Member(item.code, w) for item, w in zip(items, weights, strict=True) if isinstance(item, Proposal)]
         return items, self._verdicts(scored)
 
@@ -422,6 +443,24 @@ class Runner:
                 rows=lambda indices, members=members: population(members, list(indices)),
             )
         return items
+
+    def _rewrite(
+        self,
+        requests: list[ProposalRequest],
+        jobs: list[ProposalJob] | None,
+        indices: Sequence[int],
+        sampling: SamplingParams,
+    ) -> list[Proposal | Rejection]:
+        """Requests `indices` asked again under `sampling`'s seed (the novelty check's resample): together
+        without ES, else each member alone under its own weights, on its own stream."""
+        if jobs is None:
+            return self.operators.propose_many([requests[i] for i in indices], sampling)
+        return [
+            propose_member(
+                self.operators, self.host, replace(jobs[i], sampling=replace(jobs[i].sampling, seed=sampling.seed))
+            )
+            for i in indices
+        ]
 
     def _weights_ref(self, perturbation: Perturbation | None) -> WeightsRef:
         return WeightsRef.of(self.config.model, self.es_updates, perturbation)

@@ -18,13 +18,18 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from coevo.candidate import Candidate, WeightsRef
 from coevo.es.update_log import UpdateRecord
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.shown import shown
 from coevo.workloads.protocol import Evaluation, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from coevo.novelty import Judgement
 
 DB_NAME = "run.sqlite"
 
@@ -35,7 +40,18 @@ CREATE TABLE IF NOT EXISTS trajectories (
 """
 """Episodes (turns as JSON) next to the evaluation they were scored in; also added to older stores on open."""
 
-SCHEMA = """
+NOVELTY = """
+CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, step INTEGER NOT NULL, vector BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS novelty_checks (
+    id INTEGER PRIMARY KEY, step INTEGER NOT NULL, key TEXT NOT NULL, neighbour TEXT NOT NULL,
+    similarity REAL NOT NULL, judge TEXT NOT NULL, outcome TEXT NOT NULL, judge_call INTEGER NOT NULL);
+"""
+"""The novelty check's records (`coevo.run.novelty_gate`): each candidate's code embedding (float32
+bytes), and each child judged for being too close to a member (the judge's verdict: yes, no or
+unreadable; the outcome: novel, resampled or rejected); also added to older stores on open."""
+
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS steps (
     step INTEGER PRIMARY KEY, generation INTEGER NOT NULL, phase TEXT NOT NULL,
@@ -52,7 +68,10 @@ CREATE TABLE IF NOT EXISTS evaluations (
     valid INTEGER NOT NULL, objective REAL, gap_pct REAL, reason TEXT, seconds REAL, per_instance TEXT);
 CREATE TABLE IF NOT EXISTS es_updates (step INTEGER PRIMARY KEY, run_step INTEGER NOT NULL, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS prompts (id TEXT PRIMARY KEY, step INTEGER NOT NULL, data TEXT NOT NULL);
-""" + TRAJECTORIES
+"""
+    + TRAJECTORIES
+    + NOVELTY
+)
 
 
 LLM_CALL_EDIT = "ALTER TABLE llm_calls ADD COLUMN edit TEXT"
@@ -60,6 +79,7 @@ LLM_CALL_EDIT = "ALTER TABLE llm_calls ADD COLUMN edit TEXT"
 request, `coevo.operators.diff_edit`); added to older stores on open."""
 
 EDIT_KINDS: tuple[str, ...] = ("applied", "failed", "fallback")
+NOVELTY_OUTCOMES: tuple[str, ...] = ("novel", "resampled", "rejected")
 
 LLM_CALL_MODEL = "ALTER TABLE llm_calls ADD COLUMN model TEXT"
 """Which model of an ensemble answered the call (`coevo.llm.ensemble`; NULL in a run of one model);
@@ -102,6 +122,7 @@ class RunStore:
         try:
             store = cls(_connect(path), path)
             store._db.execute(TRAJECTORIES)
+            store._db.executescript(NOVELTY)
             columns = _columns(store._db).get("llm_calls", ["edit", "model"])
             for column, migration in (("edit", LLM_CALL_EDIT), ("model", LLM_CALL_MODEL)):
                 if column not in columns:
@@ -293,9 +314,7 @@ class RunStore:
         )
         return int(cursor.lastrowid)
 
-    def add_candidate(
-        self, step: int, candidate: Candidate, llm_call: int | None, result: Evaluation | None
-    ) -> None:
+    def add_candidate(self, step: int, candidate: Candidate, llm_call: int | None, result: Evaluation | None) -> None:
         cursor = self._db.execute(
             "INSERT INTO candidates (step, key, llm_call, data) VALUES (?, ?, ?, ?)",
             (step, candidate.key, llm_call, json.dumps(candidate.to_dict())),
@@ -332,6 +351,19 @@ class RunStore:
 
     def add_prompt(self, step: int, variant_id: str, data: dict[str, Any]) -> None:
         self._db.execute("INSERT OR REPLACE INTO prompts VALUES (?, ?, ?)", (variant_id, step, json.dumps(data)))
+
+    def add_embedding(self, step: int, key: str, vector: np.ndarray) -> None:
+        self._db.execute(
+            "INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)", (key, step, vector.astype(np.float32).tobytes())
+        )
+
+    def add_novelty_check(self, step: int, judgement: Judgement, outcome: str, judge_call: int) -> None:
+        """Record a judged child (`coevo.novelty`) with its outcome (`NOVELTY_OUTCOMES`) and the judge's call."""
+        self._db.execute(
+            "INSERT INTO novelty_checks (step, key, neighbour, similarity, judge, outcome, judge_call)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (step, judgement.key, judgement.neighbour, judgement.similarity, judgement.verdict, outcome, judge_call),
+        )
 
     # --- reading ---------------------------------------------------------------------------------
     def es_records(self, since: int = 0) -> list[UpdateRecord]:
@@ -377,9 +409,12 @@ class RunStore:
             for generation, key, instance, reward, turns in rows
         ]
 
-    def llm_totals(self) -> dict[str, int]:
+    def llm_totals(self, operator: str | None = None) -> dict[str, int]:
+        """Calls and tokens of every LLM call, or of one operator's (e.g. `coevo.novelty.JUDGE`)."""
         calls, prompt_tokens, completion_tokens = self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0) FROM llm_calls"
+            " WHERE ? IS NULL OR operator = ?",
+            (operator, operator),
         ).fetchone()
         return {"calls": calls, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
 
@@ -410,6 +445,24 @@ class RunStore:
             ModelChild(model, prompt or 0, completion or 0, Candidate.from_dict(json.loads(data)))
             for model, prompt, completion, data in rows
         ]
+
+    def embeddings(self) -> dict[str, np.ndarray]:
+        """Candidate key -> its code's embedding, as the novelty check computed it."""
+        rows = self._db.execute("SELECT key, vector FROM embeddings").fetchall()
+        return {key: np.frombuffer(vector, dtype=np.float32) for key, vector in rows}
+
+    def novelty_checks(self) -> list[dict[str, Any]]:
+        """Every judged child in order: its key, nearest member, cosine, the judge's verdict, the outcome,
+        and the judge's call."""
+        cursor = self._db.cursor()
+        cursor.row_factory = sqlite3.Row
+        return [dict(row) for row in cursor.execute("SELECT * FROM novelty_checks ORDER BY id")]
+
+    def novelty_counts(self) -> dict[str, int]:
+        """Judged children by outcome: "novel" (the judge said so), "resampled" (asked again), "rejected"
+        (still not novel on the last try: recorded, never evaluated); all 0 without the check."""
+        rows = self._db.execute("SELECT outcome, COUNT(*) FROM novelty_checks GROUP BY outcome")
+        return {outcome: 0 for outcome in NOVELTY_OUTCOMES} | dict(rows.fetchall())
 
     def llm_call_count(self) -> int:
         """Every LLM call of the run: those recorded one by one (proposals, reflections), and an agent's

@@ -2,8 +2,12 @@
 
 Per candidate, in alternating rounds: applying a SEARCH/REPLACE diff to its parent (`coevo.operators.diff_edit`),
 adding it to a 5-island population with ring migration and to a MAP-Elites grid (`coevo.islands`,
-`coevo.map_elites`), and scoring it in the sandbox on the task's search instances (`coevo.evaluate`). Prints
-each side's seconds per candidate and the ratio of each overhead to the evaluation (the target: well under 1%).
+`coevo.map_elites`), the novelty check's embedding of its code with the default embedder (the mean-pooled last
+hidden layer of the embedded smollm2-135m, loaded as `coevo.llm.embedding` loads it for a run without a model of
+its own) and its nearest member among a population's vectors (`coevo.novelty`; the judge, asked only at or above
+the threshold, is not timed), and scoring it in the sandbox on the task's search instances (`coevo.evaluate`).
+Prints each side's seconds per candidate and the ratio of each overhead to the evaluation (the target for diffs
+and archives: well under 1%).
 
 Usage: python experiments/bench/search_overhead.py [--task tsp_construct] [--candidates 20] [--rounds 3]
 """
@@ -22,6 +26,10 @@ from rounds import alternate, ratio_summary
 from coevo.candidate import Candidate
 from coevo.evaluate import Evaluator
 from coevo.islands import IslandPopulation, PopulationStructure
+from coevo.llm.embedded import DEFAULT_MODEL
+from coevo.llm.embedding import HiddenStateEmbedder
+from coevo.llm.hf import HFBackend
+from coevo.novelty import nearest
 from coevo.operators.diff_edit import apply_blocks, parse_blocks
 from tasks import get_task
 
@@ -61,8 +69,12 @@ def main() -> None:
     task = get_task(args.task)
     seed = task.seed_code()
     rng = np.random.default_rng(0)
-    rounds = iter(range(3 * args.rounds))
+    rounds = iter(range(4 * args.rounds))
     answers = variants(seed, args.candidates, next(rounds))
+    backend = HFBackend.load(DEFAULT_MODEL)  # as a run's fallback loads it, in the CPU's compute dtype
+    embedder = HiddenStateEmbedder(backend.model, backend.tokenizer, backend.name)
+    population = [seed, *(code for _, code in answers)]
+    members = {str(index): vector for index, vector in enumerate(embedder.embed(population))}
 
     def diffs() -> None:
         for answer, expected in answers:
@@ -78,6 +90,10 @@ def main() -> None:
             population.add([Candidate(code=code, thought="", operator="m1", generation=1, fitness=float(rng.normal()))])
             population.end_generation(index + 1)
 
+    def embeddings() -> float:
+        codes = [code for _, code in variants(seed, args.candidates, next(rounds))]
+        return timed(lambda: [nearest(embedder.embed([code])[0], members) for code in codes], len(codes))
+
     with Evaluator(task, "search") as evaluator:
         evaluator.evaluate(seed)  # the fork server starts outside the timed region
 
@@ -89,6 +105,7 @@ def main() -> None:
             {
                 "diff": lambda: timed(diffs, len(answers)),
                 "archive": lambda: timed(archives, len(answers)),
+                "embed": embeddings,
                 "evaluate": evaluations,
             },
             args.rounds,
@@ -96,7 +113,7 @@ def main() -> None:
     print(f"cpu  {cpu_name()}, {os.cpu_count()} cores; task {args.task}")
     for side, seconds in samples.items():
         print(f"{side:<10} {1e3 * float(np.median(seconds)):10.3f} ms per candidate")
-    for side in ("diff", "archive"):
+    for side in ("diff", "archive", "embed"):
         for name, value in ratio_summary(f"{side}_over_evaluate", samples[side], samples["evaluate"]).items():
             print(f"{name:<28} {value:.5f}")
 
