@@ -6,7 +6,6 @@ coevo's for every system); the table is checked on hand-made cell records.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -36,18 +35,13 @@ def pack_circles(n):
 """
 
 
-def _load(name: str):  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(f"peers_{name}", PEERS_DIR / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-packing_rows = _load("packing_rows")
-packing_table = _load("packing_table")
-scoring = _load("scoring")
+import openevolve_evaluator  # noqa: E402
+import openevolve_peer  # noqa: E402
+import packing_rows  # noqa: E402
+import packing_table  # noqa: E402
+import peer_cli  # noqa: E402
+import scoring  # noqa: E402
+import table  # noqa: E402
 
 
 def _coevo_verdict(code: str):  # type: ignore[no-untyped-def]
@@ -69,7 +63,7 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_openevolve_evaluator_gives_coevo_verdicts_on_packings(programs: dict[str, Path], monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("COEVO_PEER_TASK", TASK)
     monkeypatch.delenv(scoring.LOG_ENV, raising=False)
-    evaluate = _load("openevolve_evaluator").evaluate
+    evaluate = openevolve_evaluator.evaluate
     seed = _coevo_verdict(programs["seed"].read_text())
     assert seed.valid and evaluate(str(programs["seed"])) == {"combined_score": -seed.gap_pct, "valid": 1.0}
     overlap = _coevo_verdict(ONE_ULP_OVERLAP)
@@ -106,10 +100,9 @@ def test_peer_scoring_finds_a_task_where_coevo_registers_none(name: str, monkeyp
 
 
 def test_openevolve_is_told_the_task_only_when_asked(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    peer_cli = _load("peer_cli")
     monkeypatch.setenv(scoring.LOG_ENV, "restored after the test")
     argv = ["peer", "--task", TASK, "--base-url", "http://x/v1", "--model", "m", "--out", str(tmp_path)]
-    flags = _load("openevolve_peer").FLAGS
+    flags = openevolve_peer.FLAGS
     monkeypatch.setattr(sys, "argv", [*argv, "--describe-task"])
     assert peer_cli.peer_arguments("doc", flags).describe_task is True
     monkeypatch.setattr(sys, "argv", argv)
@@ -119,7 +112,6 @@ def test_openevolve_is_told_the_task_only_when_asked(tmp_path: Path, monkeypatch
 
 
 def test_coevo_arms_run_their_method_with_the_search_settings(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    table = sys.modules["table"]  # the module packing_table runs its cells with
     commands: list[list[str]] = []
     monkeypatch.setattr(
         table.subprocess, "run", lambda command, **_: commands.append(command) or SimpleNamespace(returncode=3)
