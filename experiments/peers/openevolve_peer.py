@@ -8,6 +8,9 @@ first use and re-executes itself there. Budget: OpenEvolve counts iterations (on
 evaluation each) and evaluates the initial program once, so `evaluations` N gives N - 1 iterations.
 Full rewrites (diff_based_evolution off), as small models cannot write OpenEvolve's SEARCH/REPLACE
 diffs; `concurrency` worker processes each send their own request, so the server batches them.
+With --describe-task, OpenEvolve's system message is coevo's description of the task (as its own
+examples set `prompt.system_message`); without it, its generic default, which names no task (the
+bpp_online and tsp_construct cells of table.py ran so).
 The run's seed seeds OpenEvolve's database sampling only: its top-level `random_seed` would also
 become the `seed` of every LLM request, and a server that honours seeds (vLLM, `coevo serve`) then
 answers the same prompt with the same text; while the database holds only the initial program every
@@ -26,13 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peer_cli import enforce_budget, in_peer_venv, peer_arguments  # noqa: E402
 
 PEER = "openevolve"
+FLAGS = {"--describe-task": "send the task's description as the system message (default: OpenEvolve's generic one)"}
 
 
 def run(args: argparse.Namespace) -> None:
     import yaml
     from openevolve.api import run_evolution
     from openevolve.config import Config
-    from scoring import seed_program
+    from scoring import seed_program, task_message
 
     os.environ["COEVO_PEER_TASK"] = args.task
     out = Path(args.out)
@@ -55,6 +59,8 @@ def run(args: argparse.Namespace) -> None:
         "database": {"population_size": 64, "num_islands": 2, "in_memory": True, "random_seed": args.seed},
         "evaluator": {"cascade_evaluation": False, "parallel_evaluations": args.concurrency},
     }
+    if args.describe_task:
+        config["prompt"] = {"system_message": task_message(args.task)}
     (out / "openevolve.yaml").write_text(yaml.safe_dump(config))
     enforce_budget(args)
     result = run_evolution(
@@ -68,6 +74,6 @@ def run(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    arguments = peer_arguments(__doc__)
+    arguments = peer_arguments(__doc__, FLAGS)
     in_peer_venv(PEER, __file__)
     run(arguments)

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from venvs import install, python_of
@@ -16,10 +17,12 @@ from venvs import install, python_of
 LOG_NAME = "evaluations.jsonl"
 
 
-def peer_arguments(doc: str | None) -> argparse.Namespace:
-    """Parse --task --seed --evaluations --base-url --model --out (and the knobs with defaults);
-    points the scoring log at OUT/evaluations.jsonl."""
+def peer_arguments(doc: str | None, flags: Mapping[str, str] | None = None) -> argparse.Namespace:
+    """Parse --task --seed --evaluations --base-url --model --out (and the knobs with defaults), plus
+    the peer's own on/off `flags` (option: help); points the scoring log at OUT/evaluations.jsonl."""
     parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    for option, help_text in (flags or {}).items():
+        parser.add_argument(option, action="store_true", help=help_text)
     parser.add_argument("--task", required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--evaluations", type=int, default=64, help="candidate evaluations (the fixed budget)")
@@ -29,7 +32,9 @@ def peer_arguments(doc: str | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once, where the peer can")
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument("--llm-timeout", type=int, default=1800, help="seconds per LLM request (CPU is slow)")
-    parser.add_argument("--max-llm-calls", type=int, default=0, help="stop after this many requests (0: 4 x evaluations)")
+    parser.add_argument(
+        "--max-llm-calls", type=int, default=0, help="stop after this many requests (0: 4 x evaluations)"
+    )
     args = parser.parse_args()
     if args.evaluations < 2:
         parser.error("--evaluations must be at least 2")

@@ -73,18 +73,20 @@ def table_rows(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _cell(value: Mapping[str, float | int] | None, digits: int, seeds: int) -> str:
+def format_spread(value: Mapping[str, float | int] | None, digits: int, seeds: int) -> str:
     """Mean +- std, and over how many of the row's seeds when some lack the value."""
     if value is None:
         return "-"
-    text = f"{value['mean']:.{digits}f}" if value["n"] == 1 else f"{value['mean']:.{digits}f} +- {value['std']:.{digits}f}"
+    text = (
+        f"{value['mean']:.{digits}f}" if value["n"] == 1 else f"{value['mean']:.{digits}f} +- {value['std']:.{digits}f}"
+    )
     return text + (f" ({value['n']} of {seeds} seeds)" if value["n"] < seeds else "")
 
 
-def _count(value: Mapping[str, float | int] | None, seeds: int) -> str:
+def format_count(value: Mapping[str, float | int] | None, seeds: int) -> str:
     """A count's mean, whole when it is whole: rounding 0.5 evaluations to "0" would read as none."""
     whole = value is None or float(value["mean"]).is_integer()
-    return _cell(value, 0 if whole else 1, seeds)
+    return format_spread(value, 0 if whole else 1, seeds)
 
 
 def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tokens: int = 384) -> str:
@@ -106,9 +108,9 @@ def markdown(rows: Sequence[Mapping[str, Any]], model: str, budget: int, max_tok
         n = len(row["seeds"])
         cells = [
             row["system"], row["task"], seeds,
-            _cell(row["search_gap"], 2, n), _cell(row["val_gap"], 2, n), _cell(row["test_gap"], 2, n),
-            _count(row["evaluations"], n), _count(row["llm_calls"], n), _cell(row["tokens"], 0, n),
-            _cell(row["wall_s"], 0, n), _cell(row["valid_share"], 2, n), _cell(row["cut_share"], 2, n), row["note"] or "",
+            format_spread(row["search_gap"], 2, n), format_spread(row["val_gap"], 2, n), format_spread(row["test_gap"], 2, n),
+            format_count(row["evaluations"], n), format_count(row["llm_calls"], n), format_spread(row["tokens"], 0, n),
+            format_spread(row["wall_s"], 0, n), format_spread(row["valid_share"], 2, n), format_spread(row["cut_share"], 2, n), row["note"] or "",
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     if not rows:

@@ -27,22 +27,34 @@ if str(REPO) not in sys.path:
 
 import importlib.util  # noqa: E402
 
-from tasks import get_task as _registered_task  # noqa: E402  (the repository root is on the path from here on)
+from tasks import TASK_NAMES  # noqa: E402  (the repository root is on the path from here on)
+from tasks import get_task as _registered_task  # noqa: E402
 from tasks.base import Task  # noqa: E402
 from tasks.references import gap_pct, group_references  # noqa: E402
 
 PROBE_FILE = REPO / "coevo" / "evaluate" / "probe.py"
+PYPROJECT = REPO / "pyproject.toml"
 
 LOG_ENV = "COEVO_PEER_LOG"
 INVALID_SCORE = -1e9
 """What peers are told an invalid program scored: far below any real negated gap."""
 
 
+def declared_task(name: str) -> str:
+    """The `module:Class` that the repository's pyproject.toml registers for a task name (`name` itself
+    if it registers none): the peers' venvs do not install coevo, so its entry points are missing there."""
+    import tomllib
+
+    declared = tomllib.loads(PYPROJECT.read_text())["project"]["entry-points"]["coevo.tasks"]
+    return declared.get(name, name)
+
+
 def get_task(name: str) -> Task:
-    """A task by name; "probe" is coevo's sandbox-test task (tests/hostile/ targets it), loaded from its
-    file because importing the coevo package needs more than the peers' venvs hold."""
+    """A task by name, registered here or declared in pyproject.toml; "probe" is coevo's sandbox-test
+    task (tests/hostile/ targets it), loaded from its file because importing the coevo package needs
+    more than the peers' venvs hold."""
     if name != "probe":
-        return _registered_task(name)
+        return _registered_task(name if name in TASK_NAMES else declared_task(name))
     spec = importlib.util.spec_from_file_location("coevo_probe", PROBE_FILE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -53,6 +65,12 @@ def get_task(name: str) -> Task:
 def seed_program(task_name: str) -> str:
     """The task's shipped seed heuristic: every system starts from it."""
     return get_task(task_name).seed_code()
+
+
+def task_message(task_name: str) -> str:
+    """What a peer is told the task is: coevo's description of it and the function to write."""
+    task = get_task(task_name)
+    return f"{task.description}\nWrite the Python function `{task.signature}`."
 
 
 def _heuristic(code: str, function_name: str) -> Any:
@@ -81,7 +99,12 @@ def score_program(task_name: str, code: str, split: str = "search") -> dict[str,
             raise ValueError(f"the gap is {gap}")
         verdict = {"valid": True, "gap_pct": gap, "combined_score": -gap, "reason": None}
     except Exception as error:  # noqa: BLE001 (any failure of a candidate is an invalid candidate)
-        verdict = {"valid": False, "gap_pct": None, "combined_score": INVALID_SCORE, "reason": f"{type(error).__name__}: {error}"[:300]}
+        verdict = {
+            "valid": False,
+            "gap_pct": None,
+            "combined_score": INVALID_SCORE,
+            "reason": f"{type(error).__name__}: {error}"[:300],
+        }
     log = os.environ.get(LOG_ENV)
     if log:
         line = {"started": started, "seconds": time.time() - started, "pid": os.getpid(), **verdict, "code": code}

@@ -37,19 +37,17 @@ def run(args: argparse.Namespace) -> None:
     import random
 
     import numpy as np
+    from scoring import seed_program, task_message
     from shinka.core import EvolutionConfig, ShinkaEvolveRunner
     from shinka.database import DatabaseConfig
     from shinka.launch import LocalJobConfig
-
-    from scoring import get_task, seed_program
 
     random.seed(args.seed)  # ShinkaEvolve takes no seed: its island and prompt choices use the global RNGs
     np.random.seed(args.seed)
     os.environ["COEVO_PEER_TASK"] = args.task
     out = Path(args.out).resolve()
-    task = get_task(args.task)
     evo = EvolutionConfig(
-        task_sys_msg=f"{task.description}\nWrite the Python function `{task.signature}`.",
+        task_sys_msg=task_message(args.task),
         patch_types=["full"],
         patch_type_probs=[1.0],
         num_generations=args.evaluations,

@@ -31,11 +31,24 @@ REPO = PEERS_DIR.parents[1]
 sys.path[:0] = [str(REPO), str(PEERS_DIR)]
 
 from rows import SEED, SYSTEMS, best_so_far, markdown, table_rows  # noqa: E402
+
 from tasks import TASK_NAMES  # noqa: E402
 
 PEER_SCRIPTS = {"openevolve": "openevolve_peer.py", "llm4ad": "llm4ad_peer.py", "shinka": "shinka_peer.py"}
-COEVO_METHODS = {"coevo-eoh": "eoh", "coevo": "coevo"}
+CoevoArms = dict[str, tuple[str, tuple[str, ...]]]
+"""Per coevo system of a table: (method, config assignments applied over the method's reference config)."""
+COEVO_METHODS: CoevoArms = {"coevo-eoh": ("eoh", ()), "coevo": ("coevo", ())}
 LOG_NAME = "evaluations.jsonl"
+
+
+def cpu_model() -> str:
+    """The CPU's model name as lscpu shows it (from /proc/cpuinfo), for the records of where a cell ran."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else "unknown"
 
 
 def _get(url: str) -> dict[str, Any]:
@@ -77,6 +90,7 @@ def run_peer(system: str, task: str, seed: int, args: argparse.Namespace, base_u
     command = [sys.executable, str(PEERS_DIR / PEER_SCRIPTS[system]), "--task", task, "--seed", str(seed)]
     command += ["--evaluations", str(args.evaluations), "--base-url", base_url, "--model", args.model]
     command += ["--out", str(cell), "--concurrency", str(args.concurrency), "--max-tokens", str(args.max_tokens)]
+    command += args.peer_flags.get(system, [])
     with (cell / "peer.log").open("ab") as output:
         returncode = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, cwd=REPO).returncode
     after = _get(f"{base_url}/ledger")
@@ -94,19 +108,23 @@ def run_peer(system: str, task: str, seed: int, args: argparse.Namespace, base_u
         "prompt_tokens": after["prompt_tokens"] - before["prompt_tokens"],
         "completion_tokens": after["completion_tokens"] - before["completion_tokens"],
         "finish_reasons": [json.loads(line)["finish_reason"] for line in answers],
-        "stopped_on": json.loads(stopped.read_text())["reason"] if stopped.exists() else f"own budget (exit {returncode})",
+        "stopped_on": json.loads(stopped.read_text())["reason"]
+        if stopped.exists()
+        else f"own budget (exit {returncode})",
     }
 
 
 def run_coevo(system: str, task: str, seed: int, args: argparse.Namespace, cell: Path) -> dict[str, Any]:
-    """One `coevo run` of the method at its reference config; its use from the run store."""
+    """One `coevo run` of the system's method at its reference config plus the system's assignments
+    (args.arms); its use from the run store."""
     from coevo.run.store import RunStore
 
-    config = REPO / "experiments" / "configs" / f"{task}__{COEVO_METHODS[system]}.toml"
+    method, assignments = args.arms[system]
+    config = REPO / "experiments" / "configs" / f"{task}__{method.replace('+', '_')}.toml"
     sets = {"budget": args.evaluations, "seed": seed, "model": args.model, "llm.max_new_tokens": args.max_tokens}
     command = [sys.executable, "-m", "coevo.cli", "run", str(config), "--run-dir", str(cell / "run")]
-    for key, value in sets.items():
-        command += ["--set", f"{key}={value}"]
+    for assignment in [f"{key}={value}" for key, value in sets.items()] + list(assignments):
+        command += ["--set", assignment]
     with (cell / "run.log").open("ab") as output:
         returncode = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, cwd=REPO).returncode
     if returncode != 0:
@@ -129,18 +147,20 @@ def run_coevo(system: str, task: str, seed: int, args: argparse.Namespace, cell:
     }
 
 
-def held_out_gaps(
+def held_out_scores(
     task: str, code: str, args: argparse.Namespace, splits: tuple[str, ...] = ("val", "test")
 ) -> dict[str, float | None]:
-    """A heuristic's gaps on the splits named, by coevo's sandboxed Evaluator (the winners': val and test)."""
+    """A heuristic's gap and mean objective on each split named ("<split>_gap", "<split>_objective"),
+    by coevo's sandboxed Evaluator (the winners': val and test)."""
     from coevo.evaluate import Evaluator
 
     limits = {"search": None, "val": args.val_limit, "test": args.test_limit}
-    gaps: dict[str, float | None] = {}
+    scores: dict[str, float | None] = {}
     for split in splits:
         with Evaluator(task, split, limit=limits[split], workers=args.workers) as evaluator:  # type: ignore[arg-type]
-            gaps[f"{split}_gap"] = evaluator.evaluate(code).gap_pct
-    return gaps
+            result = evaluator.evaluate(code)
+        scores[f"{split}_gap"], scores[f"{split}_objective"] = result.gap_pct, result.objective
+    return scores
 
 
 def record_path(system: str, task: str, seed: int, args: argparse.Namespace) -> Path:
@@ -154,7 +174,7 @@ def seed_record(task: str, args: argparse.Namespace) -> None:
         return
     from scoring import seed_program
 
-    gaps = held_out_gaps(task, seed_program(task), args, ("search", "val", "test"))
+    gaps = held_out_scores(task, seed_program(task), args, ("search", "val", "test"))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"system": SEED, "task": task, "status": "done", **gaps}, indent=1) + "\n")
 
@@ -169,13 +189,13 @@ def run_cell(system: str, task: str, seed: int, args: argparse.Namespace, base_u
     cell.mkdir(parents=True)
     done.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    if system in COEVO_METHODS:
+    if system in args.arms:
         outcome = run_coevo(system, task, seed, args, cell)
     else:
         assert base_url is not None
         outcome = run_peer(system, task, seed, args, base_url, cell)
     record: dict[str, Any] = {"system": system, "task": task, "seed": seed, "model": args.model, **outcome}
-    record["wall_s"] = time.time() - started
+    record["wall_s"], record["cpu"] = time.time() - started, cpu_model()
     if outcome["status"] == "done":
         candidates = record.pop("candidates")
         finish_reasons = record.pop("finish_reasons")
@@ -188,7 +208,7 @@ def run_cell(system: str, task: str, seed: int, args: argparse.Namespace, base_u
         winner = min(valid, key=lambda c: c["gap_pct"]) if valid else None
         record["search_gap"] = None if winner is None else winner["gap_pct"]
         record["winner"] = None if winner is None else winner["code"]
-        record.update(held_out_gaps(task, winner["code"], args) if winner else {"val_gap": None, "test_gap": None})
+        record.update(held_out_scores(task, winner["code"], args) if winner else {"val_gap": None, "test_gap": None})
     else:
         record["error"] = outcome["error"]
     done.write_text(json.dumps(record, indent=1) + "\n")
@@ -212,7 +232,9 @@ def plot(cells: list[dict[str, Any]], path: Path) -> None:
     figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
     for axis, task in zip(axes[0], tasks):
         for system in SYSTEMS:
-            curves = [c["curve"] for c in cells if c["system"] == system and c["task"] == task and c["status"] == "done"]
+            curves = [
+                c["curve"] for c in cells if c["system"] == system and c["task"] == task and c["status"] == "done"
+            ]
             if not curves:
                 continue
             length = max(map(len, curves))
@@ -232,49 +254,64 @@ def plot(cells: list[dict[str, Any]], path: Path) -> None:
     plt.close(figure)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a plumbing check in minutes (SmolLM2, 4 evaluations)")
+def shared_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every head-to-head table takes (this one and packing_table.py)."""
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
-    parser.add_argument("--tasks", nargs="+", default=["tsp_construct", "bpp_online"], choices=TASK_NAMES)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--evaluations", type=int, default=64)
     parser.add_argument("--model", default="qwen-coder-0.5b")
     parser.add_argument("--port", type=int, default=8123)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=384, help="new tokens per answer, for every system")
-    parser.add_argument("--val-limit", type=int, default=None, help="first N val instances (default: all)")
-    parser.add_argument("--test-limit", type=int, default=None, help="first N test instances (default: all)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--report-only", action="store_true", help="run nothing: rewrite the results from the records")
-    args = parser.parse_args()
-    out = PEERS_DIR
-    args.work, args.cells = PEERS_DIR / "work", PEERS_DIR / "cells"
-    if args.quick:
-        args.evaluations, args.model, args.seeds, args.max_tokens = 4, "smollm2-135m", [0], 128
-        args.tasks, args.val_limit, args.test_limit = ["tsp_construct"], 8, 8
-        out = args.work = args.cells = PEERS_DIR / "work" / "quick"
+
+
+def run_cells(cells_wanted: list[tuple[str, str, int]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Score each task's seed, run every (system, task, seed) cell not yet recorded (one `coevo serve`
+    for the peers, started on the first peer cell that needs it), and return every record of args.model."""
     args.work.mkdir(parents=True, exist_ok=True)
     args.transcript = args.work / f"transcript-{args.port}.jsonl"  # one server per port: its answers in order
-    cells_wanted = [] if args.report_only else [(s, t, seed) for t in args.tasks for s in args.systems for seed in args.seeds]
-    for task in [] if args.report_only else args.tasks:
+    for task in dict.fromkeys(task for _, task, _ in cells_wanted):
         seed_record(task, args)
     server, base_url = None, None
     try:
         for index, (system, task, seed) in enumerate(cells_wanted, 1):
             print(f"[{index}/{len(cells_wanted)}] {system} {task} seed {seed}", file=sys.stderr, flush=True)
-            needs_server = system not in COEVO_METHODS
+            needs_server = system not in args.arms
             if needs_server and not record_path(system, task, seed, args).exists() and server is None:
                 log = args.work / "serve.log"
                 server, base_url = start_server(args.model, args.port, args.max_tokens, log, args.transcript)
             record = run_cell(system, task, seed, args, base_url)
-            print(f"    {record['status']}: val gap {record.get('val_gap')}, {record.get('error', '')}", file=sys.stderr)
+            print(
+                f"    {record['status']}: val gap {record.get('val_gap')}, {record.get('error', '')}", file=sys.stderr
+            )
     finally:
         if server is not None:
             server.terminate()
             server.wait(timeout=60)
-    cells = [json.loads(p.read_text()) for p in sorted((args.cells / args.model).glob("*.json"))]
+    return [json.loads(p.read_text()) for p in sorted((args.cells / args.model).glob("*.json"))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    shared_arguments(parser)
+    parser.add_argument("--quick", action="store_true", help="a plumbing check in minutes (SmolLM2, 4 evaluations)")
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--tasks", nargs="+", default=["tsp_construct", "bpp_online"], choices=TASK_NAMES)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--val-limit", type=int, default=None, help="first N val instances (default: all)")
+    parser.add_argument("--test-limit", type=int, default=None, help="first N test instances (default: all)")
+    args = parser.parse_args()
+    out = PEERS_DIR
+    args.work, args.cells, args.arms, args.peer_flags = PEERS_DIR / "work", PEERS_DIR / "cells", COEVO_METHODS, {}
+    if args.quick:
+        args.evaluations, args.model, args.seeds, args.max_tokens = 4, "smollm2-135m", [0], 128
+        args.tasks, args.val_limit, args.test_limit = ["tsp_construct"], 8, 8
+        out = args.work = args.cells = PEERS_DIR / "work" / "quick"
+    cells_wanted = (
+        [] if args.report_only else [(s, t, seed) for t in args.tasks for s in args.systems for seed in args.seeds]
+    )
+    cells = run_cells(cells_wanted, args)
     rows = table_rows(cells)
     payload = {"model": args.model, "budget": args.evaluations, "max_tokens": args.max_tokens, "rows": rows}
     text = markdown(rows, args.model, args.evaluations, args.max_tokens)
