@@ -5,6 +5,7 @@ each other at every parallel region, and a generation can run many times slower 
 So, unless the user chose a count, coevo counts the tasks the kernel has runnable right now (the
 fourth field of /proc/loadavg, read a few times over `SAMPLE_S`), less this process's own running
 threads, and gives torch the usable cores (`os.sched_getaffinity`) they leave idle, at least one.
+Where the process may use only some of the machine's CPUs, the machine's count is taken by their share.
 The one-minute load average is not used: it still shows work that ended a minute ago.
 
 The choice is made at start-up, before torch loads, and again between generation batches (never
@@ -69,14 +70,17 @@ def own_running_threads(tasks: Path = Path("/proc/self/task")) -> int:
     return max(1, running)
 
 
-def busy_elsewhere(samples: int = SAMPLES, span_s: float = SAMPLE_S) -> float:
-    """The mean number of other runnable tasks over `samples` readings spread over `span_s`."""
+def busy_elsewhere(samples: int = SAMPLES, span_s: float = SAMPLE_S, reading: Callable[[], int] | None = None) -> float:
+    """The mean number of other runnable tasks over `samples` readings spread over `span_s`, on the CPUs
+    this process may use: /proc/loadavg counts the whole machine's, so they count by those CPUs' share."""
+    read = reading or (lambda: runnable_elsewhere(Path("/proc/loadavg").read_text(), own_running_threads()))
     counts = []
     for sample in range(samples):
         if sample:
             time.sleep(span_s / (samples - 1))
-        counts.append(runnable_elsewhere(Path("/proc/loadavg").read_text(), own_running_threads()))
-    return sum(counts) / len(counts)
+        counts.append(read())
+    share = len(os.sched_getaffinity(0)) / (os.cpu_count() or 1)
+    return share * sum(counts) / len(counts)
 
 
 def idle_core_count(usable_cpus: int, busy: float, current: int) -> int:

@@ -19,6 +19,7 @@ from coevo.run.store import RunStore
 from coevo.threads import (
     THREADS_ENV,
     ThreadChoice,
+    busy_elsewhere,
     configure_threads,
     current_choice,
     idle_core_count,
@@ -56,6 +57,15 @@ def test_this_process_counts_its_running_threads_only(tmp_path: Path) -> None:
         (tmp_path / task).mkdir()
         (tmp_path / task / "stat").write_text(f"{task} (pt (main) {state} 1 2 3\n")  # a name may hold ") "
     assert own_running_threads(tmp_path) == 2
+
+
+def test_the_readings_are_averaged_over_the_cpus_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    readings = iter([3, 5, 4, 4, 4])
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7})
+    assert busy_elsewhere(5, 0.0, lambda: next(readings)) == 4.0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # a quarter of the machine
+    assert busy_elsewhere(2, 0.0, lambda: 4) == 1.0
 
 
 @pytest.mark.parametrize(
