@@ -29,13 +29,18 @@ from coevo.threads import (
 )
 
 
+def _torch_stand_in() -> types.SimpleNamespace:
+    torch = types.SimpleNamespace(count=2)
+    torch.get_num_threads = lambda: torch.count
+    torch.set_num_threads = lambda count: setattr(torch, "count", count)
+    return torch
+
+
 @pytest.fixture
 def fake_torch(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
     """An imported torch whose thread count the tests read; the real one keeps its own. Only for tests
     that import nothing: a module importing torch meanwhile would bind this one."""
-    torch = types.SimpleNamespace(count=2)
-    torch.get_num_threads = lambda: torch.count
-    torch.set_num_threads = lambda count: setattr(torch, "count", count)
+    torch = _torch_stand_in()
     monkeypatch.setitem(sys.modules, "torch", torch)
     return torch
 
@@ -118,9 +123,7 @@ def test_a_choice_made_before_torch_is_imported_applies_once_it_is(
 ) -> None:
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     configure_threads(busy=lambda: 1.0)
-    torch = types.SimpleNamespace(count=2)
-    torch.get_num_threads = lambda: torch.count
-    torch.set_num_threads = lambda count: setattr(torch, "count", count)
+    torch = _torch_stand_in()
     monkeypatch.setitem(sys.modules, "torch", torch)
     keep_threads_current(busy=lambda: pytest.fail("no new look within RECHECK_S"))
     assert torch.count == 1
