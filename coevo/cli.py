@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -37,6 +38,22 @@ class UsageProblem(Exception):
 
 def _fail(message: str) -> NoReturn:
     raise UsageProblem(message)
+
+
+@app.callback()
+def common_options(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Say on stderr how many threads torch computes with, and why.")
+    ] = False,
+) -> None:
+    """Options of every command."""
+    threads_log = logging.getLogger("coevo.threads")
+    if verbose and not threads_log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("coevo: %(message)s"))
+        threads_log.addHandler(handler)
+        threads_log.setLevel(logging.INFO)
+    configure_threads()  # before any torch work: a busy machine's cores are not fought over
 
 
 register_runner(app, _fail)
@@ -278,7 +295,6 @@ def tasks_baselines(
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turns usage mistakes (ours and click's) into one line on stderr and exit 2."""
-    configure_threads()  # before any torch work: a busy machine's cores are not fought over
     try:
         exit_code = app(args=argv, standalone_mode=False)  # an int when a command raised typer.Exit
     except UsageProblem as exc:

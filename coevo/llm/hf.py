@@ -49,6 +49,7 @@ from coevo.llm.embedded import (  # noqa: E402
 from coevo.llm.models import SPLIT_MODELS, joined_gguf, known_models  # noqa: E402
 from coevo.llm.precision import DtypeChoice, compute_dtype  # noqa: E402
 from coevo.llm.text_stream import TextStream  # noqa: E402
+from coevo.threads import keep_threads_current  # noqa: E402
 
 if TYPE_CHECKING:
     from coevo.es.protocols import WeightsHost
@@ -177,6 +178,7 @@ class HFBackend:
         """
         from coevo.es.host import compute_in
 
+        keep_threads_current()  # an automatic count chosen before torch was imported applies from here
         model, tokenizer = load_causal_lm(name_or_path)
         compute_in(model, getattr(torch, compute_dtype(dtype)))
         name = name_or_path if name_or_path in EMBEDDED_MODELS else Path(name_or_path).expanduser().resolve().name
@@ -246,6 +248,7 @@ class HFBackend:
         weights_id: str,
         listeners: Sequence[TextListener | None],
     ) -> list[Completion]:
+        keep_threads_current()  # the cores other work leaves idle now, where the user chose no count
         started = time.perf_counter()
         settings = [sampling for _, sampling in items]
         prompts = [

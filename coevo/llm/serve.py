@@ -309,7 +309,8 @@ def serve(
 ) -> None:
     """Load the model (with a run's weights at ES step `step`, if given) and serve until interrupted.
 
-    `threads` sets torch's thread count; by default `coevo.threads` picks it from the machine's load."""
+    `threads` sets torch's thread count; by default `coevo.threads` gives torch the cores other work
+    leaves idle, chosen again between batches."""
     if (run_dir is None) != (step is None):
         raise ValueError("--run-dir and --step go together: the weights of a run are those after step K")
     configure_threads(threads)
@@ -373,7 +374,10 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option(help="Append every answered request (messages, answer, tokens) to this file.")
         ] = None,
         threads: Annotated[
-            int | None, typer.Option(min=1, help="Torch threads (default: the cores the machine's load leaves idle).")
+            int | None,
+            typer.Option(
+                min=1, help="Torch threads (default: the cores other work leaves idle, re-checked as it serves)."
+            ),
         ] = None,
     ) -> None:
         """Serve a model over an OpenAI-compatible API (/v1/chat/completions, /v1/models)."""

@@ -93,6 +93,12 @@ class LLMSettings(ModelSource):
     temperature: float = Field(0.8, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)
     max_batch_size: int = Field(16, ge=1)
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="torch threads of an in-process model, over OMP_NUM_THREADS (default: the cores other work "
+        "leaves idle, re-checked between batches)",
+    )
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto", description="compute dtype of a transformers model: auto = bf16 where the CPU has it natively"
     )

@@ -6,6 +6,7 @@ unreadable run directory) all raise `ConfigError` or `StoreError` before any exp
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -17,11 +18,14 @@ from coevo.run.config import ConfigError, RunConfig, from_stored, validate
 from coevo.run.executor import open_executor
 from coevo.run.runner import Runner
 from coevo.run.store import RunStore
+from coevo.threads import configure_threads, current_choice
 from tasks import UnknownTaskError
 from tasks.checked import checked_task
 
 COMPUTE_DTYPE_KEY = "compute_dtype"
 """Run-store meta key: the float type the run's in-process model computed in."""
+THREADS_KEY = "torch_threads"
+"""Run-store meta key: torch's thread count and why, one entry per process of the run (start, resumes)."""
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -42,10 +46,12 @@ def start_run(
     on `executor` (`address`: the Ray cluster to join). A broken task is refused before anything is made."""
     check_task(config)
     members = open_executor(executor, config, address)
+    _configure_threads(config)
     llm = llm or load_llm(config)
     store = RunStore.create(run_dir, config.model_dump(mode="json"))
     if (dtype := getattr(llm, "compute_dtype", None)) is not None:
         store.set_meta(COMPUTE_DTYPE_KEY, dtype)  # the texts depend on it; a resume computes in it again
+    _record_threads(store)
     return Runner(config, store, run_dir, llm, executor=members)
 
 
@@ -59,7 +65,10 @@ def resume_run(run_dir: Path, llm: LLM | None = None, executor: str = "local", a
     except ConfigError:
         store.close()
         raise
-    return Runner(config, store, run_dir, llm or load_llm(config, recorded_dtype(store)), executor=members)
+    _configure_threads(config)
+    runner = Runner(config, store, run_dir, llm or load_llm(config, recorded_dtype(store)), executor=members)
+    _record_threads(store)
+    return runner
 
 
 def check_task(config: RunConfig) -> None:
@@ -79,3 +88,20 @@ def recorded_dtype(store: RunStore) -> str:
         return store.meta(COMPUTE_DTYPE_KEY)
     except KeyError:  # a run from before the key: they all computed in fp32
         return "float32"
+
+
+def _configure_threads(config: RunConfig) -> None:
+    """The config's `llm.threads`, where set, over the variable and the automatic choice."""
+    if config.llm.threads is not None:
+        configure_threads(config.llm.threads, "config llm.threads")
+
+
+def _record_threads(store: RunStore) -> None:
+    """Add this process's torch thread choice and its reason to the run's list (none where none was made)."""
+    if (choice := current_choice()) is None:
+        return
+    try:
+        records = json.loads(store.meta(THREADS_KEY))
+    except KeyError:
+        records = []
+    store.set_meta(THREADS_KEY, json.dumps([*records, {**choice.to_json(), "at": time.time()}]))

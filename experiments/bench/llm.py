@@ -5,9 +5,13 @@ Usage: python experiments/bench/llm.py [--json] [--tokens N] [--rounds R] [--com
 The same 8 seeded requests run three ways: one at a time in-process, as one batch of 8 in-process, and
 through `coevo serve` (a separate process) + `OpenAICompatLLM` with 8 requests in flight. Per-request
 seeds make all three produce the same tokens, so the token counts are equal and the timings compare
-directly. Targets: batch8_over_batch1 >= 3, served_over_inprocess >= 0.85. `--compare-serve` starts a
+directly. Targets: batch8_over_batch1 >= 3, served_over_inprocess >= 0.95. `--compare-serve` starts a
 second server (any command that takes `--model` and `--port`, e.g. another checkout's `coevo serve`)
 and measures it in the same rounds: `served_over_compared` is this server's speed over that one's.
+
+Both sides run under one thread policy, printed with the counts each side's torch got: the user's
+`OMP_NUM_THREADS` where set (the server inherits it), else coevo's default (`coevo.threads`), which the
+in-process side applies as `coevo serve` does. A compared server follows its own.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 import contextlib
 import functools
 import json
+import os
 import shlex
 import socket
 import subprocess
@@ -26,12 +31,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import httpx
+from rounds import alternate, cpu_name, ratio_summary
 
 from coevo.llm.base import Completion, Message, SamplingParams
 from coevo.llm.hf import DEFAULT_MODEL, HFBackend
 from coevo.llm.openai_compat import OpenAICompatLLM
 from coevo.llm.seeds import request_seed
-from rounds import alternate, ratio_summary
+from coevo.threads import THREADS_ENV, configure_threads, current_choice
 
 TOPICS = [
     "a lighthouse keeper",
@@ -47,7 +53,8 @@ REQUESTS: list[list[Message]] = [
     [{"role": "user", "content": f"Write a long, detailed story about {topic}."}] for topic in TOPICS
 ]
 SERVER_START_TIMEOUT_S = 180.0
-SERVE_COMMAND = [sys.executable, "-m", "coevo.cli", "serve"]
+SERVE_COMMAND = [sys.executable, "-m", "coevo.cli", "--verbose", "serve"]  # its thread choices go to the log
+THREAD_LINE = "coevo: torch threads "
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,7 @@ def run(
     The modes alternate in `rounds` ABAB rounds (`rounds.py`); each ratio is the median of its
     per-round ratios, with their range, so load on a shared machine moves both sides together.
     """
+    configure_threads()  # the policy `coevo serve` applies, for the in-process side too
     backend = HFBackend.load(model, max_batch_size=len(REQUESTS))
     sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, seed=2024)
     items = [(messages, replace(sampling, seed=request_seed(sampling.seed, i))) for i, messages in enumerate(REQUESTS)]
@@ -140,6 +148,10 @@ def run(
             client.generate(REQUESTS[:1], warm_up)
             modes[mode] = functools.partial(client.generate, REQUESTS, sampling)
         samples = alternate({mode: _announced(mode, generate) for mode, generate in modes.items()}, rounds)
+        log.seek(0)
+        served_choices = [
+            line.removeprefix(THREAD_LINE) for line in log.read().decode().splitlines() if line.startswith(THREAD_LINE)
+        ]
 
     speed = {mode: [m.tokens_per_s for m in measured] for mode, measured in samples.items()}
     batch1, batch8, served = (samples[mode] for mode in ("inprocess_batch1", "inprocess_batch8", "served_concurrency8"))
@@ -148,11 +160,15 @@ def run(
         "max_new_tokens": max_new_tokens,
         "requests": len(REQUESTS),
         "rounds": rounds,
+        "thread_policy": f"{THREADS_ENV}={os.environ[THREADS_ENV]}" if os.environ.get(THREADS_ENV) else "coevo default",
+        "wait_policy": os.environ.get("OMP_WAIT_POLICY", "libgomp's default"),
+        "inprocess_threads": current_choice().to_json(),  # type: ignore[union-attr]
+        "served_thread_choices": served_choices,
         **{mode: measured[-1].to_json() for mode, measured in samples.items()},
         "same_text_in_all_three": all(a.texts == b.texts == c.texts for a, b, c in zip(batch1, batch8, served)),
         **ratio_summary("batch8_over_batch1", speed["inprocess_batch8"], speed["inprocess_batch1"]),
         **ratio_summary("served_over_inprocess", speed["served_concurrency8"], speed["inprocess_batch8"]),
-        "targets": {"batch8_over_batch1": 3.0, "served_over_inprocess": 0.85},
+        "targets": {"batch8_over_batch1": 3.0, "served_over_inprocess": 0.95},
     }
     if compare_command:
         compared = samples["served_compared_concurrency8"]
@@ -178,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for mode in ("inprocess_batch1", "inprocess_batch8", "served_concurrency8", "served_compared_concurrency8"):
         if row := result.get(mode):
             print(f"{mode:28s} {row['tokens']:5d} tokens {row['seconds']:8.2f} s {row['tokens_per_s']:8.2f} tok/s")  # type: ignore[index]
+    print(f"{cpu_name()}; thread policy, both sides: {result['thread_policy']}; wait policy: {result['wait_policy']}")
+    print(f"  in-process torch threads, the last choice: {result['inprocess_threads']}")
+    print(f"  served torch threads, each choice: {result['served_thread_choices']}")
     print(f"same text in all three: {result['same_text_in_all_three']}")
     if "served_over_compared" in result:
         low, high = result["served_over_compared_min"], result["served_over_compared_max"]
