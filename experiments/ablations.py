@@ -1,9 +1,9 @@
-"""Paired ablations of the search machinery: each ablation runs one method with a setting off (control)
-and on (treatment) at the same budget, on the same tasks and seeds, and compares the two runs of each
-(task, seed) as the grid does (relative improvement of the best search objective, exact Wilcoxon), with
+"""Paired ablations of the search machinery (diff edits, islands, the novelty check): each ablation runs
+one method with a setting off (control) and on (treatment) at the same budget, on the same tasks and
+seeds, and compares the two runs of each (task, seed) as the grid does (relative improvement of the best search objective, exact Wilcoxon), with
 Holm's correction over every comparison of the call.
 
-    python experiments/ablations.py --ablations diff islands --tasks bpp_online tsp_construct \\
+    python experiments/ablations.py --ablations diff islands novelty --tasks bpp_online tsp_construct \\
         --budget 168 --seeds 0 1 2 3 4 5 6 7 --model qwen-coder-0.5b --out runs/ablations \\
         [--set population_size=8] [--scale F] [--eval-limit N] [--results experiments/evidence/results.json]
 
@@ -36,6 +36,7 @@ ABLATIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "control": ("population.islands=1",),
         "treatment": ("population.islands=4", "population.migration_interval=2"),
     },
+    "novelty": {"control": ("novelty.enabled=false",), "treatment": ("novelty.enabled=true",)},
 }
 """Per ablation, the settings of each arm (config assignments, applied after the common --set)."""
 KEY = "search_ablations"

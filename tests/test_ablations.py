@@ -23,7 +23,7 @@ def tiny_ablations(tmp_path_factory) -> tuple[Path, Path, dict]:
     results.write_text(json.dumps({"other": 1}))
     argv = ["--tasks", "tsp_construct", "--budget", "12", "--seeds", "0", "1", "--scale", "1"]
     argv += ["--model", "scripted_llm:build", "--eval-limit", "2", "--out", str(out), "--results", str(results)]
-    argv += ["--set", "population_size=4"]
+    argv += ["--set", "population_size=4", "--set", 'novelty.embedder="fake_embedder:TrigramEmbedder"']
     assert ablations.main(argv) == 0
     return out, results, json.loads((out / "ablations.json").read_text())
 
@@ -48,7 +48,9 @@ def test_each_arm_runs_with_its_own_settings(tiny_ablations) -> None:
 def test_the_arms_are_paired_by_seed_and_corrected_together(tiny_ablations) -> None:
     out, results, record = tiny_ablations
     rows = record["comparisons"]
-    assert [(r["ablation"], r["task"]) for r in rows] == [("diff", "tsp_construct"), ("islands", "tsp_construct")]
+    assert [r["ablation"] for r in rows] == ["diff", "islands", "novelty"] and {r["task"] for r in rows} == {
+        "tsp_construct"
+    }
     for row in rows:
         assert row["seeds"] == [0, 1] and row["wins"] + row["ties"] + row["losses"] == 2
     assert [r["p_holm"] for r in rows] == list(holm({str(i): r["p"] for i, r in enumerate(rows)}).values())
@@ -61,6 +63,7 @@ def test_a_second_call_resumes_instead_of_running_again(tiny_ablations) -> None:
     out, _, record = tiny_ablations
     argv = ["--tasks", "tsp_construct", "--budget", "12", "--seeds", "0", "1", "--model", "scripted_llm:build"]
     argv += ["--eval-limit", "2", "--out", str(out), "--set", "population_size=4"]
+    argv += ["--set", 'novelty.embedder="fake_embedder:TrigramEmbedder"']
     assert ablations.main(argv) == 0
     for grid in out.glob("*/*/grid.json"):
         assert {run["outcome"] for run in json.loads(grid.read_text())["runs"]} == {"skipped"}
