@@ -14,6 +14,7 @@ from rich.table import Table
 
 from coevo.llm.models import register as register_models
 from coevo.llm.serve import register as register_serve
+from coevo.plugins_cli import register as register_plugins
 from coevo.run.commands import register as register_runner
 from coevo.scaffold import register as register_new
 from coevo.shown import shown
@@ -62,6 +63,7 @@ register_tune(app, _fail)
 register_new(app, _fail)
 register_models(app)
 register_serve(app)
+register_plugins(app)
 
 
 @tasks_app.command("list")

@@ -18,6 +18,8 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -68,16 +70,12 @@ def normalised(name: str, base: Path | None = None) -> str:
 
 
 def load(group: str, name: str, kind: str) -> type:
-    """The class that `name` names in `group`; `kind` ("task", "environment") words the errors."""
+    """The class that `name` (a name registered in `group`, or a spec) names; `kind` words the errors.
+    Plugin kinds look classes up through their `Registry`, which refuses unknown names first."""
     if not is_spec(name):
         known = registered(group)
         if name not in known:
-            shown = ", ".join(known) or "none"
-            kinds = f"{kind[:-1]}ies" if kind.endswith("y") else f"{kind}s"
-            raise PluginError(
-                f"unknown {kind} {name!r}; registered {kinds}: {shown} (or name one as path/to/file.py:Class "
-                "or package.module:Class)"
-            )
+            raise PluginError(f"unknown {kind} {name!r}")
         name = known[name]
     where, _, attribute = name.rpartition(":")
     if not where or not attribute:
@@ -88,6 +86,46 @@ def load(group: str, name: str, kind: str) -> type:
         what = "is not a class" if found is not None else "is not defined there"
         raise PluginError(f"{kind} {name!r}: {attribute} {what}")
     return found
+
+
+@dataclass(frozen=True)
+class Registry:
+    """One kind of plugin (methods, backends, workloads, executors, ES strategies, embedders, tasks,
+    environments): the names registered under its entry-point group, names it knows without
+    registration (`built_in`: name -> ``module:Class``), and file or module specs. Every kind looks its
+    classes up, checks them and words its errors the same way, and `coevo plugins` lists them all.
+
+    `requires` says what a class lacks to be of this kind (None: nothing), in words for the error."""
+
+    group: str
+    kind: str
+    requires: Callable[[type], str | None] = lambda cls: None
+    built_in: Mapping[str, str] = field(default_factory=dict)
+
+    def names(self) -> tuple[str, ...]:
+        """Every name a config may use without a spec."""
+        return (*self.built_in, *(name for name in registered(self.group) if name not in self.built_in))
+
+    def get(self, name: str) -> type:
+        """The class `name` names; PluginError (one line) when it is unknown, cannot load, or lacks what
+        the kind requires."""
+        if not is_spec(name) and name not in self.built_in and name not in registered(self.group):
+            kinds = f"{self.kind[:-1]}ies" if self.kind.endswith("y") else f"{self.kind}s"
+            raise PluginError(
+                f"unknown {self.kind} {name!r}; known {kinds}: {', '.join(self.names()) or 'none'} (or name one as"
+                " path/to/file.py:Class or package.module:Class)"
+            )
+        cls = load(self.group, self.built_in.get(name, name), self.kind)
+        if (missing := self.requires(cls)) is not None:
+            raise PluginError(f"{self.kind} {name!r}: {cls.__qualname__} is not a {self.kind} ({missing})")
+        return cls
+
+    def sources(self) -> dict[str, tuple[str, str]]:
+        """name -> (``module:Class``, the package that registers it, or "built in")."""
+        found = {name: (spec, "built in") for name, spec in self.built_in.items()}
+        for entry in entry_points(group=self.group):
+            found.setdefault(entry.name, (entry.value, entry.dist.name if entry.dist is not None else "unknown"))
+        return found
 
 
 def remember_spec(cls: type, spec: str) -> None:

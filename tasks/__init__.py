@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coevo.plugins import PluginError, load, names_folder, registered
+from coevo.plugins import PluginError, Registry, names_folder
 from tasks.base import SPLITS, InstanceGroup, InvalidSolution, Task, definition_hash, instance_hash
 
-TASK_GROUP = "coevo.tasks"
+TASKS = Registry(
+    "coevo.tasks",
+    "task",
+    lambda cls: None if issubclass(cls, Task) else "it does not subclass tasks.Task",
+)
 
-TASK_NAMES: tuple[str, ...] = tuple(registered(TASK_GROUP))
+TASK_NAMES: tuple[str, ...] = TASKS.names()
 """The registered tasks' names (the built-in nine and those of installed packages)."""
 
 
@@ -30,12 +34,9 @@ def task_class(name: str) -> type[Task]:
     if names_folder(name):
         return _program_task_class(name)
     try:
-        cls = load(TASK_GROUP, name, "task")
+        return TASKS.get(name)
     except PluginError as exc:
         raise UnknownTaskError(str(exc)) from None
-    if not issubclass(cls, Task):
-        raise UnknownTaskError(f"task {name!r}: {cls.__name__} does not subclass tasks.Task")
-    return cls
 
 
 def _program_task_class(folder: str) -> type[Task]:

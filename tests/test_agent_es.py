@@ -122,7 +122,7 @@ def test_the_prompt_text_precedes_every_observation():
         ("workload.horizon=3", "horizon 3 is out of range for gridnav"),
         ("method=eoh", "method eoh does not run on the agent workload"),
         ("workload.kind=ahd", "unknown config key 'workload.env' for workload ahd (a key of workload.kind = agent)"),
-        ("workload.kind=mazes", "unknown workload 'mazes'; registered workloads: "),
+        ("workload.kind=mazes", "unknown workload 'mazes'; known workloads: "),
     ],
 )
 def test_bad_agent_config_exits_2_with_one_line(config: Path, tmp_path: Path, capsys, override: str, message: str):

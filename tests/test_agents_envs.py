@@ -40,7 +40,7 @@ def test_horizon_and_name_are_validated():
     assert make_env("sudoku").horizon == 5
     with pytest.raises(HorizonError, match="choose one of: 5, 10, 15, 20"):
         make_env("sudoku", 7)
-    with pytest.raises(UnknownEnvError, match="registered environments: gridnav, gridnav-dense, sudoku"):
+    with pytest.raises(UnknownEnvError, match="known environments: gridnav, gridnav-dense, sudoku"):
         make_env("chess")
 
 

@@ -132,7 +132,7 @@ def test_an_unknown_strategy_or_option_is_one_line(tmp_path: Path, capsys) -> No
     config = tmp_path / "run.toml"
     base = 'method = "eoh+es"\ntask = "tsp_construct"\nmodel = "smollm2-135m"\nbudget = 8\n[es]\n'
     for es, message in (
-        ('strategy = "cma"\n', "unknown ES strategy 'cma'; registered ES strategies: ars, openai-es"),
+        ('strategy = "cma"\n', "unknown ES strategy 'cma'; known ES strategies: ars, openai-es"),
         (
             'strategy = "ars"\nstrategy_options = {top_share = 2}\n',
             "top_share: Input should be less than or equal to 1",

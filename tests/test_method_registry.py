@@ -43,7 +43,7 @@ def test_a_method_from_the_users_file_runs_without_touching_coevo(tmp_path: Path
 def test_a_broken_method_name_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "not_a_method.py").write_text("class Thing:\n    pass\n")
     for method, expected in [
-        ("hill-climbing", "unknown method 'hill-climbing'; known: coevo, eoh, .*hill-climb"),
+        ("hill-climbing", "unknown method 'hill-climbing'; known methods: coevo, eoh, .*hill-climb"),
         (f"{tmp_path / 'missing.py'}:Climb", "file"),
         (f"{tmp_path / 'not_a_method.py'}:Thing", "is not a method"),
     ]:

@@ -119,9 +119,9 @@ def test_a_users_workload_is_validated_by_its_own_model_and_built_by_build_workl
     assert one_line_error({**data, "workload": {"kind": spec, "target": 0}}).startswith(
         "config key 'workload.target': Input should be greater than or equal to 1"
     )
-    assert "is not a workload class" in one_line_error({**data, "workload": {"kind": f"{spec[:-7]}NoBuilder"}})
+    assert "is not a workload (it needs capabilities" in one_line_error({**data, "workload": {"kind": f"{spec[:-7]}NoBuilder"}})
     assert one_line_error({**data, "workload": {"kind": "lenghts"}}).startswith(
-        "unknown workload 'lenghts'; registered workloads: "
+        "unknown workload 'lenghts'; known workloads: "
     )
 
 
@@ -145,7 +145,7 @@ def test_a_users_backend_checks_the_config_and_is_loaded_by_load_llm(tmp_path: P
         "the echo backend takes llm.temperature <= 1"
     )
     assert one_line_error({**BASE, "method": "sample", "llm": {"backend": "ecco"}}).startswith(
-        "config key 'llm.backend': unknown backend 'ecco'; registered backends: "
+        "config key 'llm.backend': unknown backend 'ecco'; known backends: "
     )
 
 

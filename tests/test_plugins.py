@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cli_capture import run_cli
 
-from coevo.plugins import PluginError, load, normalised, registered
+from coevo.plugins import PluginError, normalised, registered
 from coevo.workloads.agents import AgentSettings
 from tasks import TASK_NAMES, UnknownTaskError, get_task
 from tasks.agents import ENV_NAMES, UnknownEnvError, env_class, make_env, rollout
@@ -52,7 +52,9 @@ def test_builtins_are_registered_as_entry_points_like_any_package():
 
 def test_a_task_named_by_module_or_file_loads_its_class(tmp_path):
     assert isinstance(get_task("tasks.kp_construct:KPConstruct"), KPConstruct)
-    path = write(tmp_path, "my_kp.py", "from tasks.kp_construct import KPConstruct\nclass MyKP(KPConstruct):\n    pass\n")
+    path = write(
+        tmp_path, "my_kp.py", "from tasks.kp_construct import KPConstruct\nclass MyKP(KPConstruct):\n    pass\n"
+    )
     task = get_task(f"{path}:MyKP")
     assert isinstance(task, KPConstruct) and type(task).__name__ == "MyKP"
 
@@ -63,10 +65,14 @@ def test_a_task_named_by_module_or_file_loads_its_class(tmp_path):
         (None, "X", "file {path} not found"),
         ("x = 1\n", "Missing", "Missing is not defined there"),
         ("x = 1\n", "x", "x is not a class"),
-        ("class NotATask:\n    pass\n", "NotATask", "NotATask does not subclass tasks.Task"),
+        ("class NotATask:\n    pass\n", "NotATask", "NotATask is not a task (it does not subclass tasks.Task)"),
         ("raise RuntimeError('broken on import')\n", "X", "raised RuntimeError: broken on import"),
-        ("from tasks.kp_construct import KPConstruct\nclass Bad(KPConstruct):\n    def __init__(self):\n"
-         "        raise ValueError('bad generator')\n", "Bad", "Bad() raised ValueError: bad generator"),
+        (
+            "from tasks.kp_construct import KPConstruct\nclass Bad(KPConstruct):\n    def __init__(self):\n"
+            "        raise ValueError('bad generator')\n",
+            "Bad",
+            "Bad() raised ValueError: bad generator",
+        ),
     ],
 )
 def test_a_broken_task_plugin_is_one_line_naming_it(tmp_path, source, attribute, message):
@@ -81,10 +87,43 @@ def test_a_broken_task_plugin_is_one_line_naming_it(tmp_path, source, attribute,
 
 
 def test_an_unknown_name_lists_what_is_registered():
-    with pytest.raises(PluginError, match="unknown task 'chess'; registered tasks: .*kp_construct"):
-        load("coevo.tasks", "chess", "task")
+    from tasks import TASKS
+
+    with pytest.raises(PluginError, match="unknown task 'chess'; known tasks: .*kp_construct"):
+        TASKS.get("chess")
     with pytest.raises(PluginError, match="module 'no_such_module' not found"):
-        load("coevo.tasks", "no_such_module:X", "task")
+        TASKS.get("no_such_module:X")
+
+
+def test_one_registry_shape_serves_every_kind_and_lists_where_each_comes_from(tmp_path):
+    """A kind is a Registry: built-in names beside registered ones, a check in words, one error shape."""
+    from coevo.plugins import Registry
+    from coevo.plugins_cli import installed
+
+    (tmp_path / "shapes.py").write_text("class Circle:\n    area = 1\n\nclass Blob:\n    pass\n")
+    shapes = Registry(
+        "coevo.no_such_group",
+        "shape",
+        lambda cls: None if hasattr(cls, "area") else "it needs area",
+        built_in={"circle": f"{tmp_path / 'shapes.py'}:Circle"},
+    )
+    assert shapes.names() == ("circle",) and shapes.get("circle").area == 1
+    with pytest.raises(PluginError, match=r"^shape '.*shapes.py:Blob': Blob is not a shape \(it needs area\)$"):
+        shapes.get(f"{tmp_path / 'shapes.py'}:Blob")
+    with pytest.raises(PluginError, match=r"^unknown shape 'square'; known shapes: circle \(or name one"):
+        shapes.get("square")
+    assert shapes.sources() == {"circle": (f"{tmp_path / 'shapes.py'}:Circle", "built in")}
+    rows = installed()
+    kinds = {row["kind"] for row in rows}
+    assert kinds == {"method", "workload", "task", "environment", "backend", "executor", "ES strategy", "embedder"}
+    ars = next(row for row in rows if row["name"] == "ars")
+    assert ars == {
+        "kind": "ES strategy",
+        "name": "ars",
+        "class": "coevo.es.ars:ARS",
+        "package": "coevo",
+        "group": "coevo.es_strategies",
+    }
 
 
 def test_file_specs_become_absolute_and_names_stay(tmp_path, monkeypatch):
@@ -96,7 +135,9 @@ def test_file_specs_become_absolute_and_names_stay(tmp_path, monkeypatch):
 
 
 def test_cli_evaluates_a_heuristic_on_a_plugin_task(capsys, tmp_path):
-    path = write(tmp_path, "my_kp.py", "from tasks.kp_construct import KPConstruct\nclass MyKP(KPConstruct):\n    pass\n")
+    path = write(
+        tmp_path, "my_kp.py", "from tasks.kp_construct import KPConstruct\nclass MyKP(KPConstruct):\n    pass\n"
+    )
     code, out, err = run_cli(capsys, "tasks", "eval", f"{path}:MyKP", str(SEED), "--limit", "2", "--json")
     assert code == 0, err
     result = json.loads(out)
@@ -198,10 +239,13 @@ def test_tune_runs_trials_on_a_task_from_a_file(capsys, tmp_path, monkeypatch):
     write(tmp_path, "my_tsp.py", MY_TSP)
     config = tmp_path / "tune.toml"
     config.write_text(
-        PLUGIN_RUN.format(method="coevo", task="my_tsp.py:MyTSP") + "[tune]\nsigma = {low = 1e-3, high = 1e-1, log = true}\n"
+        PLUGIN_RUN.format(method="coevo", task="my_tsp.py:MyTSP")
+        + "[tune]\nsigma = {low = 1e-3, high = 1e-1, log = true}\n"
     )
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli(capsys, "tune", str(config), "--trials", "2", "--dir", str(tmp_path / "study"), "--pruner", "none")
+    code, out, err = run_cli(
+        capsys, "tune", str(config), "--trials", "2", "--dir", str(tmp_path / "study"), "--pruner", "none"
+    )
     assert code == 0, err
     trials = sorted((tmp_path / "study" / "trials").iterdir())
     assert len(trials) == 2 and all((trial / "run.sqlite").is_file() for trial in trials)
@@ -209,9 +253,13 @@ def test_tune_runs_trials_on_a_task_from_a_file(capsys, tmp_path, monkeypatch):
 
 
 def test_a_problem_whose_seed_fails_it_stops_the_run_in_one_line_leaving_nothing(capsys, tmp_path, monkeypatch):
-    write(tmp_path, "broken_seed.py", MY_TSP.replace(
-        "return TSPConstruct().seed_code()", "return 'def select_next_node(a, b, c, d):\\n    return -1\\n'"
-    ))
+    write(
+        tmp_path,
+        "broken_seed.py",
+        MY_TSP.replace(
+            "return TSPConstruct().seed_code()", "return 'def select_next_node(a, b, c, d):\\n    return -1\\n'"
+        ),
+    )
     config = tmp_path / "run.toml"
     config.write_text(PLUGIN_RUN.format(method="eoh", task="broken_seed.py:MyTSP"))
     run_dir = tmp_path / "runs" / "broken"

@@ -224,7 +224,7 @@ def test_an_unknown_or_uninstalled_executor_is_refused_in_one_line_before_anythi
     config = write_config(tmp_path, 8)
     assert main(["run", str(config), "--run-dir", str(tmp_path / "r"), "--executor", "spark"]) == 2
     assert (
-        "unknown executor 'spark'; registered executors: local, ray (or name one as path/to/file.py:Class"
+        "unknown executor 'spark'; known executors: local, ray (or name one as path/to/file.py:Class"
         in capsys.readouterr().err
     )
     real = importlib.util.find_spec

@@ -24,9 +24,17 @@ from pydantic import BaseModel, ValidationError
 
 from coevo.es.perturbation import Perturbation
 from coevo.es.shaping import Shaping
-from coevo.plugins import PluginError, load
+from coevo.plugins import PluginError, Registry
 
-GROUP = "coevo.es_strategies"
+STRATEGIES = Registry(
+    "coevo.es_strategies",
+    "ES strategy",
+    lambda cls: (
+        None
+        if callable(getattr(cls, "direction", None)) and isinstance(getattr(cls, "Settings", None), type)
+        else "it needs a Settings model and direction()"
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -46,12 +54,7 @@ class Strategy(Protocol):
     def direction(self, perturbations: Sequence[Perturbation], rewards: np.ndarray) -> Direction | None: ...
 
 
-def strategy_class(name: str) -> type:
-    """The class of strategy `name`; PluginError (one line) when it cannot be found or is no strategy."""
-    cls = load(GROUP, name, "ES strategy")
-    if not (callable(getattr(cls, "direction", None)) and isinstance(getattr(cls, "Settings", None), type)):
-        raise PluginError(f"ES strategy {name!r}: {cls.__qualname__} needs a Settings model and direction()")
-    return cls
+strategy_class = STRATEGIES.get
 
 
 def strategy_settings(name: str, options: Mapping[str, Any]) -> BaseModel:

@@ -11,20 +11,11 @@
 
 from __future__ import annotations
 
-from coevo.plugins import PluginError, load, registered
+from coevo.plugins import Registry
 
-GROUP = "coevo.backends"
-
-
-def backend_names() -> tuple[str, ...]:
-    """Every backend a config may name without a spec (registered in ``coevo.backends``)."""
-    return tuple(registered(GROUP))
-
-
-def backend_class(name: str) -> type:
-    """The class of backend `name`; PluginError (one line, listing the registered backends for an
-    unknown name) when it cannot be found, loaded, or has no `load`."""
-    cls = load(GROUP, name, "backend")
-    if not callable(getattr(cls, "load", None)):
-        raise PluginError(f"backend {name!r}: {cls.__qualname__} is not a backend (it needs load(config, dtype))")
-    return cls
+BACKENDS = Registry(
+    "coevo.backends",
+    "backend",
+    lambda cls: None if callable(getattr(cls, "load", None)) else "it needs load(config, dtype)",
+)
+backend_class = BACKENDS.get

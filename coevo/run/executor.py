@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from coevo.extras import install_hint
-from coevo.plugins import PluginError, load
+from coevo.plugins import PluginError, Registry
 from coevo.run.config import ConfigError
 from coevo.workloads.protocol import Evaluation, Member, Workload
 
@@ -28,7 +28,11 @@ if TYPE_CHECKING:
     from coevo.run.config import RunConfig
     from coevo.run.proposals import ProposalJob, ProposedMember
 
-GROUP = "coevo.executors"
+EXECUTORS = Registry(
+    "coevo.executors",
+    "executor",
+    lambda cls: None if callable(getattr(cls, "from_config", None)) else "it needs from_config",
+)
 
 
 class Executor(Protocol):
@@ -101,11 +105,9 @@ def executor_class(name: str) -> type:
     """The class of executor `name`; ConfigError (one line) before any model loads when it is unknown
     (listing the registered ones), cannot load, or needs an extra that is not installed here."""
     try:
-        cls = load(GROUP, name, "executor")
+        cls = EXECUTORS.get(name)
     except PluginError as exc:
         raise ConfigError(str(exc)) from None
-    if not callable(getattr(cls, "from_config", None)):
-        raise ConfigError(f"executor {name!r}: {cls.__qualname__} is not an executor (it needs from_config)")
     extra = getattr(cls, "extra", None)
     if extra is not None and importlib.util.find_spec(extra[0]) is None:
         raise ConfigError(f"--executor {name} needs the {extra[1]} extra: {install_hint(extra[1])}")

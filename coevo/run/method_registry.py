@@ -10,25 +10,15 @@ Each name has one class (`coevo.methods.base.Method`), which asks the workload w
 
 from __future__ import annotations
 
-from coevo.plugins import PluginError, is_spec, load, registered
-
-GROUP = "coevo.methods"
+from coevo.plugins import Registry
 
 
-def method_names() -> tuple[str, ...]:
-    """Every method a config may name without a spec (registered in ``coevo.methods``)."""
-    return tuple(registered(GROUP))
+def _requires(cls: type) -> str | None:
+    if callable(getattr(cls, "run_phase", None)) and isinstance(getattr(cls, "name", None), str):
+        return None
+    return "subclass coevo.methods.base.Method"
 
 
-def method_class(name: str) -> type:
-    """The class of method `name` (a built-in or registered name, or a spec); PluginError (one line)
-    when it cannot be found, loaded, or is not a method."""
-    if not is_spec(name) and name not in registered(GROUP):
-        raise PluginError(
-            f"unknown method {name!r}; known: {', '.join(method_names())} "
-            "(or name one as path/to/file.py:Class or package.module:Class)"
-        )
-    cls = load(GROUP, name, "method")
-    if not (callable(getattr(cls, "run_phase", None)) and isinstance(getattr(cls, "name", None), str)):
-        raise PluginError(f"method {name!r}: {cls.__qualname__} is not a method (subclass coevo.methods.base.Method)")
-    return cls
+METHODS = Registry("coevo.methods", "method", _requires)
+method_names = METHODS.names
+method_class = METHODS.get

@@ -13,32 +13,27 @@ The config checks the table with the model and the runner and Ray workers build 
 
 from __future__ import annotations
 
-from coevo.plugins import PluginError, load, registered
+from coevo.plugins import Registry
 from coevo.workloads.protocol import Capabilities, WorkloadSettings
 
-GROUP = "coevo.workloads"
 
-
-def workload_kinds() -> tuple[str, ...]:
-    """Every kind a config may name without a spec (registered in ``coevo.workloads``)."""
-    return tuple(registered(GROUP))
-
-
-def workload_class(kind: str) -> type:
-    """The class of workload `kind`; PluginError (one line, listing the registered kinds for an unknown
-    name) when it cannot be found, loaded, or is not a workload class."""
-    cls = load(GROUP, kind, "workload")
+def _requires(cls: type) -> str | None:
     model = getattr(cls, "settings_model", None)
-    if not (
+    if (
         callable(getattr(cls, "from_config", None))
         and isinstance(getattr(cls, "capabilities", None), Capabilities)
         and (model is None or (isinstance(model, type) and issubclass(model, WorkloadSettings)))
     ):
-        raise PluginError(
-            f"workload {kind!r}: {cls.__qualname__} is not a workload class (it needs capabilities, "
-            "from_config and settings_model: None or a subclass of coevo.workloads.protocol.WorkloadSettings)"
-        )
-    return cls
+        return None
+    return (
+        "it needs capabilities, from_config and settings_model: None or a subclass of"
+        " coevo.workloads.protocol.WorkloadSettings"
+    )
+
+
+WORKLOADS = Registry("coevo.workloads", "workload", _requires)
+workload_kinds = WORKLOADS.names
+workload_class = WORKLOADS.get
 
 
 def settings_model(kind: str) -> type[WorkloadSettings]:

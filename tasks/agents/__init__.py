@@ -9,14 +9,15 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from coevo.plugins import PluginError, load, normalised, registered
+from coevo.plugins import PluginError, Registry, normalised
 from tasks.agents.base import AgentEnv, HorizonError, Outcome, TextEnv, check_horizon
 from tasks.agents.plugin import PluginEnv, plugin_env_class
 from tasks.agents.rollout import Episode, EpisodeTurn, Prompt, llm_policy, rollout
 
-ENV_GROUP = "coevo.envs"
+ENVIRONMENTS = Registry("coevo.envs", "environment")
+"""Any class: one that is not an `AgentEnv` is wrapped as a Gymnasium-style environment."""
 
-ENV_NAMES: tuple[str, ...] = tuple(registered(ENV_GROUP))
+ENV_NAMES: tuple[str, ...] = ENVIRONMENTS.names()
 """The registered environments' names (coevo's own and those of installed packages)."""
 
 
@@ -30,7 +31,7 @@ def env_class(name: str) -> type[AgentEnv[Any]] | type[PluginEnv]:
     """The class registered under `name`, or named by a ``file.py:Class`` / ``module:Class`` spec (a
     Gymnasium-style class that is not an `AgentEnv` comes wrapped); UnknownEnvError (one line) otherwise."""
     try:
-        cls = load(ENV_GROUP, name, "environment")
+        cls = ENVIRONMENTS.get(name)
         return cls if issubclass(cls, AgentEnv) else plugin_env_class(cls, normalised(name))
     except (PluginError, ValueError) as exc:
         raise UnknownEnvError(str(exc)) from None
