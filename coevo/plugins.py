@@ -17,7 +17,6 @@ import importlib
 import importlib.util
 import sys
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
@@ -39,7 +38,11 @@ def registered(group: str) -> dict[str, str]:
     """name -> ``module:Class`` for every entry point in `group`, in the order the packages list them.
 
     Read once per process: scanning every installed distribution's metadata is the costly part, and
-    what is installed does not change under a running process. Callers must not mutate the result."""
+    what is installed does not change under a running process. Callers must not mutate the result.
+    (``importlib.metadata`` is imported here, not at the top: the sandbox's fork server imports this
+    module to load a task by its spec, and every module it imports is in every candidate's process.)"""
+    from importlib.metadata import entry_points
+
     return {ep.name: ep.value for ep in entry_points(group=group)}
 
 

@@ -11,8 +11,15 @@ from tasks.base import SPLITS, InstanceGroup, InvalidSolution, Task, definition_
 
 TASK_GROUP = "coevo.tasks"
 
-TASK_NAMES: tuple[str, ...] = tuple(registered(TASK_GROUP))
-"""The registered tasks' names (the built-in nine and those of installed packages)."""
+TASK_NAMES: tuple[str, ...]
+"""The registered tasks' names (the built-in nine and those of installed packages); read on first
+use (``__getattr__``), so that importing a task by its spec reads no package metadata."""
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    if name == "TASK_NAMES":
+        return tuple(registered(TASK_GROUP))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UnknownTaskError(PluginError, KeyError):

@@ -244,6 +244,18 @@ def test_closing_the_evaluator_stops_the_fork_server() -> None:
     assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
 
 
+def test_the_fork_server_loads_no_module_that_only_the_parent_needs() -> None:
+    """What the fork server imports is in every candidate's process, its pages copied at each fork:
+    package metadata (``importlib.metadata``: csv, zipfile) and ``ctypes.util`` (subprocess,
+    shutil, their compression modules) stay out. Their extension modules show in its memory map."""
+    with Evaluator(ProbeTask(), limits=LIMITS) as evaluator:
+        assert evaluator.evaluate(TRIVIAL).valid
+        maps = Path(f"/proc/{evaluator.sandbox.server_pid}/maps").read_text()
+    mapped = {Path(line.split()[-1]).name.partition(".")[0] for line in maps.splitlines() if "/" in line}
+    assert "_json" in mapped  # an extension module the sandbox does need
+    assert not mapped & {"_csv", "_bz2", "_lzma", "_posixsubprocess"}
+
+
 CROSS_ATTACKERS = ["fork_bomb", "memory_bomb_numpy", "loop_python", "os_exit", "stdout_flood", "signal_ignore_sigterm"]
 
 
