@@ -98,6 +98,8 @@ def main(control_fd: int, instances_fd: int, task_spec: str, definition: str, gu
         signal.signal(signum, signal.SIG_DFL)  # inherited by every child: these signals kill it
     child_filter = filters[1] if layers["seccomp"] is True and not isinstance(filters, str) else None
     setup = ChildSetup(stdio, confinement.own_uids, child_filter)
+    if prepared.guard is not None:
+        prepared.guard.patch_classes()  # last: no code of this process's own runs with them afterwards
     server = _ForkServer(socket.socket(fileno=control_fd), prepared, setup, fork_alone if confinement.pids else os.fork)
     gc.collect()
     gc.freeze()  # keep the preloaded heap shared copy-on-write with every child
