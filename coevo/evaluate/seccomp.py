@@ -114,6 +114,15 @@ def refused_on_other_processes(alone_in_pid_namespace: bool) -> tuple[Rule, ...]
     return tuple(rules)
 
 
+_CLONE_NEWPID = 0x20000000
+
+
+def only_pid_namespaces() -> tuple[Rule, ...]:
+    """``unshare`` and ``setns`` refused for anything but a PID namespace: the fork server makes one
+    per candidate's child (``isolation.candidate_forker``); each child refuses both outright."""
+    return (("unshare", (_differs(0, _CLONE_NEWPID),)), ("setns", (_differs(1, _CLONE_NEWPID),)))
+
+
 _SONAME = "libseccomp.so.2"
 _SCMP_ACT_ALLOW = 0x7FFF0000
 _SCMP_ACT_ERRNO = 0x00050000
