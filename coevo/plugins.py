@@ -21,7 +21,6 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
@@ -50,7 +49,11 @@ def registered(group: str) -> dict[str, str]:
     """name -> ``module:Class`` for every entry point in `group`, in the order the packages list them.
 
     Read once per process: scanning every installed distribution's metadata is the costly part, and
-    what is installed does not change under a running process. Callers must not mutate the result."""
+    what is installed does not change under a running process. Callers must not mutate the result.
+    (``importlib.metadata`` is imported here, not at the top: the sandbox's fork server imports this
+    module to load a task by its spec, and every module it imports is in every candidate's process.)"""
+    from importlib.metadata import entry_points
+
     return {ep.name: ep.value for ep in entry_points(group=group)}
 
 
@@ -122,6 +125,8 @@ class Registry:
 
     def sources(self) -> dict[str, tuple[str, str]]:
         """name -> (``module:Class``, the package that registers it, or "built in")."""
+        from importlib.metadata import entry_points  # not at the top: see `registered`
+
         found = {name: (spec, "built in") for name, spec in self.built_in.items()}
         for entry in entry_points(group=self.group):
             found.setdefault(entry.name, (entry.value, entry.dist.name if entry.dist is not None else "unknown"))

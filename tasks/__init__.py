@@ -18,8 +18,15 @@ TASKS = Registry(
     lambda cls: None if issubclass(cls, Task) else "it does not subclass tasks.Task",
 )
 
-TASK_NAMES: tuple[str, ...] = TASKS.names()
-"""The registered tasks' names (the built-in nine and those of installed packages)."""
+TASK_NAMES: tuple[str, ...]
+"""The registered tasks' names (the built-in nine and those of installed packages); read on first
+use (``__getattr__``), so that importing a task by its spec reads no package metadata."""
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    if name == "TASK_NAMES":
+        return TASKS.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UnknownTaskError(PluginError, KeyError):

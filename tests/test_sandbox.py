@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from coevo.evaluate import EvalResult, Evaluator, Limits
-from coevo.evaluate.isolation import CANDIDATE_UID_BASE
+from coevo.evaluate.isolation import CANDIDATE_UID_BASE, candidate_forker, own_pid_namespace
 from coevo.evaluate.probe import ProbeTask
 from layerings import unguarded_evaluator
 from pid_namespace import namespace_pids
@@ -242,6 +242,41 @@ def test_closing_the_evaluator_stops_the_fork_server() -> None:
     server = psutil.Process(evaluator.sandbox.server_pid)
     evaluator.close()
     assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setns back to this process's PID namespace needs root")
+def test_each_candidate_forked_gets_a_new_pid_namespace_and_the_forker_keeps_its_own() -> None:
+    """``candidate_forker`` through unshare and setns around ``os.fork``: each child is pid 1 of a
+    namespace of its own, and a process forked after one (a driver) is in the forker's namespace."""
+    fork = candidate_forker(own_pid_namespace(), alone=True)
+    seen = []
+    for forked in (fork, fork, os.fork):
+        read_end, write_end = os.pipe()
+        pid = forked()
+        if pid == 0:
+            os.write(write_end, f"{os.getpid()} {os.readlink('/proc/self/ns/pid')}".encode())
+            os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as reply:
+            seen.append(reply.read().split())
+        os.waitpid(pid, 0)
+    own = os.readlink("/proc/self/ns/pid")
+    (first_pid, first), (second_pid, second), (driver_pid, driver) = seen
+    assert first_pid == second_pid == "1"
+    assert len({own, first, second}) == 3
+    assert driver == own and driver_pid != "1"
+
+
+def test_the_fork_server_loads_no_module_that_only_the_parent_needs() -> None:
+    """What the fork server imports is in every candidate's process, its pages copied at each fork:
+    package metadata (``importlib.metadata``: csv, zipfile) and ``ctypes.util`` (subprocess,
+    shutil, their compression modules) stay out. Their extension modules show in its memory map."""
+    with Evaluator(ProbeTask(), limits=LIMITS) as evaluator:
+        assert evaluator.evaluate(TRIVIAL).valid
+        maps = Path(f"/proc/{evaluator.sandbox.server_pid}/maps").read_text()
+    mapped = {Path(line.split()[-1]).name.partition(".")[0] for line in maps.splitlines() if "/" in line}
+    assert "_json" in mapped  # an extension module the sandbox does need
+    assert not mapped & {"_csv", "_bz2", "_lzma", "_posixsubprocess"}
 
 
 CROSS_ATTACKERS = ["fork_bomb", "memory_bomb_numpy", "loop_python", "os_exit", "stdout_flood", "signal_ignore_sigterm"]

@@ -146,6 +146,39 @@ def test_the_audit_hook_holds_once_everything_reachable_is_rewritten() -> None:
     assert "sandbox refused compile" in done.stdout
 
 
+CLASS_PATCHES = """
+import enum
+import functools
+
+import numpy
+
+from coevo.evaluate.guard import Guard
+
+
+def methods():
+    return [vars(enum.EnumType)["_create_"], vars(functools.cached_property)["__get__"], vars(numpy.recarray)["__new__"]]
+
+
+real = methods()
+guard = Guard()
+guard.patch_classes()
+patched = methods()
+guard.restore_classes()
+restored = methods()
+guard.patch_classes()
+guard.arm(compile("pass", "<candidate>", "exec"), print)
+armed = methods()
+print(all(a is not b for a, b in zip(real, patched)), restored == real, armed == patched, flush=True)
+"""
+
+
+def test_the_checked_methods_are_put_in_place_once_and_the_real_ones_can_be_restored() -> None:
+    """The fork server puts them in place before forking (its children inherit them, arming
+    changes no class again); the trusted driver processes put the real ones back."""
+    done = subprocess.run([sys.executable, "-c", CLASS_PATCHES], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", "True", "True"], done.stderr
+
+
 PLANTED = {
     "outside the allow-list": (
         "LANGCHAIN_API_KEY", "LANGSMITH_API_KEY", "LC_COEVO_TOKEN", "OMP_COEVO_TOKEN", "TZ_COEVO_TOKEN"

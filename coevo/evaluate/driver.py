@@ -95,6 +95,8 @@ def run_driver(conn_fd: int, prepared: Prepared, setup: ChildSetup) -> NoReturn:
     """Serve candidates handed over on ``conn_fd`` until the parent closes it, then exit."""
     isolate(setup.stdio, conn_fd)
     die_with_parent()
+    if prepared.guard is not None:
+        prepared.guard.restore_classes()  # the fork server put the candidates' checked methods in place
     conn = socket.socket(fileno=conn_fd)
     while True:
         try:

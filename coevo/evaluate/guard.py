@@ -467,15 +467,35 @@ class Guard:
             (functools.cached_property, "__get__", _cached_property_getter(violation)),
             (numpy.recarray, "__new__", staticmethod(checked_recarray)),
         )
-        """Methods of classes a candidate reaches, replaced in the child once it runs candidate code:
-        the real ones stay in place in the fork server, for the trusted code there."""
+        """Methods of classes a candidate reaches, replaced before candidate code runs (``patch_classes``)."""
+        self._originals = tuple((owner, name, vars(owner)[name]) for owner, name, _ in self._patches)
+        self._patched = False
 
     def arm(self, module_code: types.CodeType, report: Callable[[str], None]) -> None:
         """Install the audit hook; from now on only ``module_code`` may be executed (once)."""
         self._report.append(report)
-        for owner, name, replacement in self._patches:  # this process runs candidate code from now on
-            setattr(owner, name, replacement)
+        self.patch_classes()  # this process runs candidate code from now on (the fork server's children: done)
         install_audit_hook(module_code, report)
+
+    def patch_classes(self) -> None:
+        """Put the checked methods of ``_patches`` in place, once per process.
+
+        The fork server does it before it forks any child, so a child inherits them: changing a
+        class invalidates the interpreter's method cache for it, which each child would otherwise
+        refill, writing (and so copying) some thirty pages of the fork server's memory per candidate.
+        """
+        if not self._patched:
+            for owner, name, replacement in self._patches:
+                setattr(owner, name, replacement)
+            self._patched = True
+
+    def restore_classes(self) -> None:
+        """Put the real methods back: the trusted driver processes, forked by the fork server after
+        ``patch_classes``, run the task's own code with them."""
+        if self._patched:
+            for owner, name, original in self._originals:
+                setattr(owner, name, original)
+            self._patched = False
 
 
 def _violation(report_to: list[Callable[[str], None]]) -> Violation:

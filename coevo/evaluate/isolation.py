@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import math
 import os
 import posix
 import resource
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 CANDIDATE_UID_BASE = 2_000_000_000
@@ -124,6 +125,56 @@ def fork_alone() -> int:
     if pid < 0:
         raise OSError(code, f"could not fork into a PID namespace of its own: {os.strerror(code)}")
     return pid
+
+
+def own_pid_namespace() -> int | None:
+    """This process's PID namespace, open (for ``candidate_forker``), or None where /proc cannot show it."""
+    try:
+        return os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def candidate_forker(own_namespace: int | None, alone: bool) -> Callable[[], int]:
+    """How the fork server forks a candidate's child: ``os.fork``, or where ``alone``, a fork that
+    makes the child alone in a PID namespace of its own (``fork_alone``'s promise).
+
+    Where this process may hand its children back to its own PID namespace (``own_namespace``: an
+    open ``/proc/self/ns/pid``, taken before the empty root; None where there was none), that fork
+    is ``os.fork`` between two calls: ``unshare(CLONE_NEWPID)`` makes the next child the init of a
+    new namespace, and ``setns`` back to this process's own lets the next fork make a new one again
+    (and a driver's none). This needs the machine's root (``setns`` asks for CAP_SYS_ADMIN over the
+    namespace this process is in); elsewhere it is ``fork_alone``. ``os.fork`` does the
+    interpreter's after-fork steps itself: through ``ctypes`` they cost every child some fifty more
+    copied pages of the fork server's memory.
+    """
+    # setns into the namespace this process is in changes nothing: it only tests the permission.
+    if alone and own_namespace is not None and _LIBC.setns(own_namespace, _CLONE_NEWPID) == 0:
+        return functools.partial(_fork_unshared, own_namespace)
+    if own_namespace is not None:
+        os.close(own_namespace)
+    return fork_alone if alone else os.fork
+
+
+def _fork_unshared(own_namespace: int) -> int:
+    if _LIBC.unshare(_CLONE_NEWPID) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"could not make a PID namespace for the next child: {os.strerror(code)}")
+    try:
+        pid = os.fork()
+    except OSError:
+        _children_in(own_namespace)
+        raise
+    if pid:
+        _children_in(own_namespace)
+    return pid
+
+
+def _children_in(namespace: int) -> None:
+    """Fork this process's next children into ``namespace`` (``setns``)."""
+    if _LIBC.setns(namespace, _CLONE_NEWPID) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"could not return to the fork server's PID namespace: {os.strerror(code)}")
 
 
 def _can_fork_alone() -> bool:

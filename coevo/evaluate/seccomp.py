@@ -12,7 +12,6 @@ one gets an ordinary error and a verdict with a reason, not a silent death.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import functools
 import os
@@ -115,6 +114,15 @@ def refused_on_other_processes(alone_in_pid_namespace: bool) -> tuple[Rule, ...]
     return tuple(rules)
 
 
+_CLONE_NEWPID = 0x20000000
+
+
+def only_pid_namespaces() -> tuple[Rule, ...]:
+    """``unshare`` and ``setns`` refused for anything but a PID namespace: the fork server makes one
+    per candidate's child (``isolation.candidate_forker``); each child refuses both outright."""
+    return (("unshare", (_differs(0, _CLONE_NEWPID),)), ("setns", (_differs(1, _CLONE_NEWPID),)))
+
+
 _SONAME = "libseccomp.so.2"
 _SCMP_ACT_ALLOW = 0x7FFF0000
 _SCMP_ACT_ERRNO = 0x00050000
@@ -192,9 +200,9 @@ def load_libseccomp() -> None:
 def _libseccomp() -> ctypes.CDLL:
     """The system's libseccomp, loaded once."""
     try:
-        lib = ctypes.CDLL(ctypes.util.find_library("seccomp") or _SONAME, use_errno=True)
+        lib = ctypes.CDLL(_SONAME, use_errno=True)
     except OSError:
-        raise SeccompUnavailable("libseccomp is not installed (Debian: libseccomp2)") from None
+        lib = _found_libseccomp()
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
@@ -202,3 +210,17 @@ def _libseccomp() -> ctypes.CDLL:
     lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
     return lib
+
+
+def _found_libseccomp() -> ctypes.CDLL:
+    """libseccomp under another name than ``_SONAME``, as ``ctypes.util`` finds it.
+
+    Only as a fallback: ``ctypes.util`` imports subprocess, shutil and their compression modules,
+    and whatever the fork server imports is copied into every candidate's process."""
+    import ctypes.util
+
+    found = ctypes.util.find_library("seccomp")
+    try:
+        return ctypes.CDLL(found or _SONAME, use_errno=True)
+    except OSError:
+        raise SeccompUnavailable("libseccomp is not installed (Debian: libseccomp2)") from None

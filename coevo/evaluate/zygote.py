@@ -8,7 +8,7 @@ candidate starts from a copy. It also holds the instances being evaluated (read 
 so a child finds them in memory instead of receiving and unpickling them. It never runs
 candidate code itself, and tells the parent each child's pid (so the parent can kill its group)
 and exit status (so a verdict can name the signal). Each candidate's child is alone in a PID
-namespace of its own (``isolation.fork_alone``), which ends with it; anything else left behind
+namespace of its own (``isolation.candidate_forker``), which ends with it; anything else left behind
 is re-parented and reaped here (it is a child subreaper).
 
 Once everything is loaded it confines itself, and so every child (``isolation.confine_server``):
@@ -51,25 +51,30 @@ from coevo.evaluate.child import ChildSetup, Prepared, run_child
 from coevo.evaluate.driver import run_driver
 from coevo.evaluate.isolation import (
     become_subreaper,
+    candidate_forker,
     confine_server,
     erase_environment,
     forbid_privilege_gain,
-    fork_alone,
+    own_pid_namespace,
 )
 from coevo.evaluate.policy import PRELOADED_MODULES
 from coevo.evaluate.relocate import relocated
 from coevo.evaluate.seccomp import (
+    DENIED_ARGUMENTS,
     DENIED_SYSCALLS,
     SeccompUnavailable,
     SyscallFilter,
     load_libseccomp,
+    only_pid_namespaces,
     refused_on_other_processes,
 )
 from tasks import definition_hash, get_task
 
-SERVER_SYSCALLS = frozenset({"fork", "clone", "clone3", "kill", "tgkill"})
-"""What the fork server itself still needs of the denied calls: forking children, killing them."""
-CHILD_SYSCALLS = ("fork", "clone", "clone3")
+SERVER_SYSCALLS = frozenset({"fork", "clone", "clone3", "kill", "tgkill", "unshare", "setns"})
+"""What the fork server itself still needs of the denied calls: forking children, killing them,
+and making each candidate's PID namespace (``unshare`` and ``setns``, for nothing but a PID
+namespace: ``only_pid_namespaces``)."""
+CHILD_SYSCALLS = ("fork", "clone", "clone3", "unshare", "setns")
 """Of ``SERVER_SYSCALLS``, what each child's own filter refuses whatever the arguments (kill and
 tgkill it refuses on any process but the child itself: ``refused_on_other_processes``)."""
 
@@ -86,6 +91,7 @@ def main(control_fd: int, instances_fd: int, task_spec: str, definition: str, gu
     stdio = os.open(os.devnull, os.O_RDWR)  # the children's stdin/out/err: their root has no /dev
     unavailable = _load_libseccomp()  # before the empty root: libseccomp is loaded from disk
     left_out = frozenset(skipped.split(",")) - {"-"}
+    pid_namespace = own_pid_namespace()  # before the empty root, which has no /proc
     confinement = confine_server(*(layer not in left_out for layer in ("filesystem", "own_uids", "pids")))
     filters = unavailable or _compile_filters(confinement.pids)  # before the filter refuses memfd_create
     erase_environment()
@@ -98,7 +104,10 @@ def main(control_fd: int, instances_fd: int, task_spec: str, definition: str, gu
         signal.signal(signum, signal.SIG_DFL)  # inherited by every child: these signals kill it
     child_filter = filters[1] if layers["seccomp"] is True and not isinstance(filters, str) else None
     setup = ChildSetup(stdio, confinement.own_uids, child_filter)
-    server = _ForkServer(socket.socket(fileno=control_fd), prepared, setup, fork_alone if confinement.pids else os.fork)
+    if prepared.guard is not None:
+        prepared.guard.patch_classes()  # last: no code of this process's own runs with them afterwards
+    fork_child = candidate_forker(pid_namespace, alone=confinement.pids)
+    server = _ForkServer(socket.socket(fileno=control_fd), prepared, setup, fork_child)
     gc.collect()
     gc.freeze()  # keep the preloaded heap shared copy-on-write with every child
     server.serve(json.dumps(layers).encode())
@@ -122,7 +131,8 @@ def _compile_filters(alone_in_pid_namespace: bool) -> tuple[SyscallFilter, Sysca
     are in the fork server's filter, which every child inherits.
     """
     try:
-        server = SyscallFilter(tuple(name for name in DENIED_SYSCALLS if name not in SERVER_SYSCALLS))
+        denied = tuple(name for name in DENIED_SYSCALLS if name not in SERVER_SYSCALLS)
+        server = SyscallFilter(denied, DENIED_ARGUMENTS + only_pid_namespaces())
         return server, SyscallFilter(CHILD_SYSCALLS, refused_on_other_processes(alone_in_pid_namespace))
     except SeccompUnavailable as error:
         return str(error)
