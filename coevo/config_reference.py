@@ -232,7 +232,7 @@ def _method_settings() -> list[str]:
 def _workload_tables() -> list[str]:
     """The built-in workload kinds, and the `[workload]` keys each kind's class declares beyond `kind`."""
     from coevo.run.workload_registry import workload_class, workload_kinds
-    from coevo.workloads.protocol import WorkloadSettings
+    from coevo.workload import WorkloadSettings
 
     classes = {kind: workload_class(kind) for kind in workload_kinds()}
     lines = [

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
     from coevo.operators.records import Proposal, Rejection, TextProposal
     from coevo.population import PromptPool, PromptVariant
-    from coevo.workloads.protocol import Capabilities, Evaluation, Member, Workload
+    from coevo.workload import Capabilities, Evaluation, Member, Workload
     from tasks.base import SplitName, Task
 
 

@@ -16,8 +16,8 @@ from coevo.run.heldout import measured_curve
 from coevo.run.learning_curve import training_rewards
 from coevo.run.session import start_run
 from coevo.run.store import RunStore
+from coevo.workload import Member
 from coevo.workloads.agents import AgentWorkload
-from coevo.workloads.protocol import Member
 from tasks.agents.splits import split_seeds
 
 CONFIG = """
@@ -223,7 +223,7 @@ def test_held_out_success_is_measured_on_workloads_with_held_out_episodes_only(o
     from types import SimpleNamespace
 
     from coevo.run.heldout import heldout_success
-    from coevo.workloads.protocol import MeasuresHeldOut
+    from coevo.workload import MeasuresHeldOut
 
     llm = build_tiny_agent()
     workload = AgentWorkload(llm, "gridnav", 2, tuple(split_seeds("search")[:2]), heldout="test", heldout_limit=3)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from coevo.workload import Generational
 from coevo.workloads.agents import AgentWorkload
-from coevo.workloads.protocol import Generational
 from tasks.agents.splits import split_seeds
 
 

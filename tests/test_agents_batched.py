@@ -9,8 +9,8 @@ from tiny_lm import build_tiny_agent
 
 from coevo.candidate import WeightsRef
 from coevo.llm.base import AGENT_SAMPLING
+from coevo.workload import Member
 from coevo.workloads.agents import AgentWorkload
-from coevo.workloads.protocol import Member
 from tasks.agents.splits import split_seeds
 
 

@@ -15,7 +15,7 @@ from coevo.methods.coevo import Coevo
 from coevo.run.config import RunConfig, validate
 from coevo.run.session import resume_run, start_run
 from coevo.skills import Library, save_library
-from coevo.workloads.protocol import EPISODES, HEURISTICS
+from coevo.workload import EPISODES, HEURISTICS
 from tasks import get_task
 
 SEED_ANSWER = (

@@ -21,7 +21,7 @@ from coevo.methods.coevo import Coevo
 from coevo.operators.templates import default_templates
 from coevo.population import Population, PromptPool, PromptVariant
 from coevo.run.config import ConfigError, validate
-from coevo.workloads.protocol import Capabilities
+from coevo.workload import Capabilities
 
 DIMENSIONS = 4
 SIGMA = 0.1

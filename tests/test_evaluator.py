@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
+from stand_in_child import supervise_late
 
 from coevo.candidate import fitness_of
 from coevo.evaluate import Evaluator, Limits
-from coevo.evaluate.channel import ChannelError, FrameReader, decode_solution, encode_solution, frame
+from coevo.evaluate.channel import ChannelError, FrameReader, decode_solution, frame
 from coevo.evaluate.child import Job
 from coevo.evaluate.evaluator import JSON_FIELDS
 from coevo.evaluate.probe import ProbeTask
@@ -26,9 +27,8 @@ from coevo.evaluate.sandbox import _DEADLINE_GRACE_SECONDS, InstancePayload, San
 from tasks import TASK_NAMES, get_task
 from tasks.base import InstanceGroup, InvalidSolution
 from tasks.checks import returned_index
+from tasks.plain_data import encode_solution
 from tasks.references import gap_pct
-
-from stand_in_child import supervise_late
 
 LIMITS = Limits(instance_seconds=3.0, candidate_seconds=5.0, memory_mb=512)
 SEED = ProbeTask().seed_code()

@@ -17,7 +17,7 @@ from coevo.run.session import resume_run, start_run
 from coevo.run.store import RunStore
 from coevo.skills.settings import SkillsSettings
 from coevo.tune.space import load_space
-from coevo.workloads.protocol import EPISODES, HEURISTICS
+from coevo.workload import EPISODES, HEURISTICS
 
 AGENT = {"workload": {"kind": "agent", "env": "gridnav", "horizon": 2, "episodes": 2}}
 

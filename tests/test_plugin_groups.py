@@ -19,7 +19,7 @@ from coevo.run.store import RunStore
 LENGTHS = """
 from pydantic import Field
 
-from coevo.workloads.protocol import HEURISTICS, Evaluation, WorkloadSettings
+from coevo.workload import HEURISTICS, Evaluation, WorkloadSettings
 
 
 class LengthSettings(WorkloadSettings):

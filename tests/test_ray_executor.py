@@ -35,7 +35,7 @@ from coevo.run.runner import Runner, summary
 from coevo.run.session import load_llm, start_run
 from coevo.run.store import RunStore
 from coevo.run.validation import validate_best
-from coevo.workloads.protocol import Member
+from coevo.workload import Member
 
 TESTS = Path(__file__).resolve().parent
 CONFIG = """

@@ -24,7 +24,7 @@ from coevo.run.runner import Runner
 from coevo.run.session import start_run
 from coevo.run.store import RunStore, StoreError
 from coevo.run.validation import Validation
-from coevo.workloads.protocol import Evaluation, Member, Trajectory, Turn
+from coevo.workload import Evaluation, Member, Trajectory, Turn
 
 SECTIONS = (
     "Run",

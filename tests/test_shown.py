@@ -8,7 +8,7 @@ from pathlib import Path
 from coevo.candidate import Candidate
 from coevo.run.store import RunStore
 from coevo.shown import shown
-from coevo.workloads.protocol import Evaluation
+from coevo.workload import Evaluation
 
 REASON = "pick raised ValueError: \rvalid; objective 5.\x1b[K \u202edecoy half of a pair \ud800"
 

@@ -13,8 +13,8 @@ from coevo.evaluate.evaluator import Evaluator
 from coevo.run.config import validate
 from coevo.run.runner import Runner
 from coevo.run.store import RunStore
+from coevo.workload import Evaluation, Member, ScoresCode, Workload
 from coevo.workloads.heuristics import AHDWorkload
-from coevo.workloads.protocol import Evaluation, Member, ScoresCode, Workload
 from tasks import get_task
 
 COEFFICIENT = re.compile(r"\+ (-?[\d.]+) \* distance_matrix")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 import struct
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.base import InvalidSolution
+from tasks.plain_data import NUMERIC_KINDS
 
 MAX_FRAME_BYTES = 16 << 20
 MAX_DEPTH = 32
@@ -30,7 +29,6 @@ MAX_FORK_BATCH = 16
 """Most children one fork request asks for (two descriptors each, in one SCM_RIGHTS message)."""
 STATUS_RECORD = struct.Struct("<cq")
 """Fork-server status records: (b"P", pid) right after the fork, (b"X", wait status) after reaping."""
-_NUMERIC_KINDS = frozenset("biuf")
 
 
 class ChannelError(Exception):
@@ -111,27 +109,6 @@ class FrameReader:
         return messages
 
 
-def encode_solution(value: Any) -> Any:
-    """Plain data as tagged JSON; anything else is an invalid solution (it could carry code)."""
-    kind = type(value)
-    if value is None or kind in (bool, int, str):
-        return value
-    if kind is float:
-        return value if math.isfinite(value) else {"float": repr(value)}
-    if kind is list:
-        return [encode_solution(item) for item in value]
-    if kind is tuple:
-        return {"tuple": [encode_solution(item) for item in value]}
-    if kind is dict and all(type(key) is str for key in value):
-        return {"dict": [[key, encode_solution(item)] for key, item in value.items()]}
-    if isinstance(value, np.generic) and kind.__module__ == "numpy" and value.dtype.kind in _NUMERIC_KINDS:
-        return encode_solution(value.item())
-    if kind is np.ndarray and value.dtype.kind in _NUMERIC_KINDS:
-        data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode()
-        return {"ndarray": [value.dtype.str, list(value.shape), data]}
-    raise InvalidSolution(f"the solution contains a {kind.__name__}, which cannot leave the sandbox")
-
-
 def decode_solution(value: Any, depth: int = 0) -> Any:
     """Inverse of encode_solution; raises ChannelError on anything it did not produce."""
     if value is None or type(value) in (bool, int, float, str):
@@ -151,7 +128,7 @@ def decode_solution(value: Any, depth: int = 0) -> Any:
                 return {str(key): decode_solution(item, depth + 1) for key, item in body}
             if tag == "ndarray" and type(body) is list:
                 dtype, shape, data = np.dtype(body[0]), tuple(int(n) for n in body[1]), base64.b64decode(body[2])
-                if dtype.kind in _NUMERIC_KINDS and dtype.fields is None and not dtype.subdtype:
+                if dtype.kind in NUMERIC_KINDS and dtype.fields is None and not dtype.subdtype:
                     return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
         except (TypeError, ValueError, IndexError, OverflowError, MemoryError) as error:
             raise ChannelError(f"the child sent a malformed {tag}: {type(error).__name__}: {str(error)[:200]}") from None

@@ -32,7 +32,6 @@ from typing import Any, NoReturn
 from coevo import pyast
 from coevo.evaluate.channel import (
     decode_solution,
-    encode_solution,
     frame,
     read_exactly,
     read_frame,
@@ -42,6 +41,7 @@ from coevo.evaluate.guard import Guard
 from coevo.evaluate.isolation import apply_limits, drop_privileges
 from coevo.evaluate.seccomp import SyscallFilter
 from tasks.base import HEURISTIC, Instance, InvalidSolution, Task
+from tasks.plain_data import encode_solution
 
 EXIT_SETUP_FAILED = 87
 

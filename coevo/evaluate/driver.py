@@ -36,7 +36,6 @@ from coevo.evaluate.channel import (
     ChannelError,
     FrameReader,
     decode_solution,
-    encode_solution,
     frame,
     write_all,
 )
@@ -44,6 +43,7 @@ from coevo.evaluate.child import EXIT_SETUP_FAILED, ChildSetup, Prepared, isolat
 from coevo.evaluate.guard import EXIT_VIOLATION
 from coevo.evaluate.isolation import die_with_parent
 from tasks.base import HEURISTIC, Call, InvalidSolution
+from tasks.plain_data import encode_solution
 
 MAX_CANDIDATE_BYTES = 256 << 20
 """Most bytes one candidate may send, whatever its frames."""

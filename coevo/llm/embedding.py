@@ -22,7 +22,13 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from coevo.llm.base import LLM
-    from coevo.run.config import RunConfig
+
+
+class RunDtype(Protocol):
+    """What the default embedder reads of a run's config (`coevo.run.config.RunConfig`)."""
+
+    @property
+    def compute_dtype(self) -> str: ...
 
 
 @runtime_checkable
@@ -50,7 +56,7 @@ class HiddenStateEmbedder:
         self.name = f"hidden-states:{name}"
 
     @classmethod
-    def from_config(cls, config: RunConfig, llm: LLM) -> HiddenStateEmbedder:
+    def from_config(cls, config: RunDtype, llm: LLM) -> HiddenStateEmbedder:
         """Over the run's own transformers model where it has one, else over the embedded default model,
         loaded as the transformers backend loads it, in the run's compute dtype."""
         if not (hasattr(getattr(llm, "model", None), "base_model") and getattr(llm, "tokenizer", None) is not None):

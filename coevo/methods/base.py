@@ -2,7 +2,7 @@
 and the rewards the joint methods tell ES.
 
 A method is a policy over a `coevo.context.Context`: it never sees the run loop. It is built from the
-run's config and the workload's capabilities (`coevo.workloads.protocol.Capabilities`), and asks the latter, not
+run's config and the workload's capabilities (`coevo.workload.Capabilities`), and asks the latter, not
 the workload's kind, where its moves differ between heuristics and episodes.
 """
 
@@ -21,13 +21,13 @@ from coevo.operators.eoh_operators import ProposalRequest
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptPool, PromptVariant
 from coevo.run.starting_heuristics import starting_heuristics
-from coevo.workloads.protocol import Capabilities
+from coevo.workload import Capabilities
 
 if TYPE_CHECKING:
     from coevo.candidate import Candidate
     from coevo.context import Context
     from coevo.run.config import RunConfig
-    from coevo.workloads.protocol import Member
+    from coevo.workload import Member
 
 CROSSOVERS = ("e1", "e2")
 T = TypeVar("T")

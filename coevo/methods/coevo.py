@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from coevo.candidate import Candidate
     from coevo.context import Context
     from coevo.run.config import RunConfig
-    from coevo.workloads.protocol import Capabilities
+    from coevo.workload import Capabilities
 
 HINT_TOKENS = 96
 REWRITE_TOKENS = 384

@@ -9,7 +9,7 @@ from coevo.methods.base import OneUpdatePerGeneration
 
 if TYPE_CHECKING:
     from coevo.context import Context
-    from coevo.workloads.protocol import Capabilities
+    from coevo.workload import Capabilities
 
 
 class ES(OneUpdatePerGeneration):

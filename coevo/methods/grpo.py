@@ -17,7 +17,7 @@ from coevo.run.config import ConfigError
 if TYPE_CHECKING:
     from coevo.context import Context
     from coevo.run.config import RunConfig
-    from coevo.workloads.protocol import Capabilities
+    from coevo.workload import Capabilities
 
 
 class GRPO(ES):

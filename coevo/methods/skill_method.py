@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from coevo.context import Context
     from coevo.es.perturbation import Perturbation
     from coevo.run.config import RunConfig
-    from coevo.workloads.protocol import Capabilities, Member, Trajectory
+    from coevo.workload import Capabilities, Member, Trajectory
 
 Failed = list[tuple[str, "Trajectory"]]
 

@@ -15,7 +15,7 @@ from coevo.plugins import PluginError
 from coevo.run.backend_registry import backend_class
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.workload_registry import workload_class
-from coevo.workloads.protocol import Workload
+from coevo.workload import Workload
 from tasks.base import SplitName
 
 

@@ -31,11 +31,11 @@ from coevo.plugins import PluginError, normalised
 from coevo.run.backend_registry import backend_class
 from coevo.run.embedder_registry import BUILT_IN as BUILT_IN_EMBEDDERS
 from coevo.run.embedder_registry import embedder_class
-from coevo.run.ensemble_config import EnsembleModel, check_ensemble
+from coevo.run.ensemble_config import TEXT_ONLY_METHOD, EnsembleModel
 from coevo.run.method_registry import method_class, method_names
 from coevo.run.model_source import ModelSource
 from coevo.run.workload_registry import settings_model, workload_class, workload_kinds
-from coevo.workloads.protocol import Capabilities, WorkloadSettings
+from coevo.workload import Capabilities, WorkloadSettings
 
 METHODS = method_names()
 """The built-in method names (`coevo.run.method_registry`); installed packages and specs may name more."""
@@ -330,7 +330,7 @@ class RunConfig(_Section):
 
     @property
     def capabilities(self) -> Capabilities:
-        """What this run's members are, as its workload class declares (`coevo.workloads.protocol.Capabilities`)."""
+        """What this run's members are, as its workload class declares (`coevo.workload.Capabilities`)."""
         return workload_class(self.workload.kind).capabilities
 
     @property
@@ -559,3 +559,53 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file not found: {path}") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config {path}: {exc}") from None
+
+
+# --- the rules of a config with an ensemble ------------------------------------------------------
+def model_names(config: RunConfig) -> list[str]:
+    """The ensemble's models in order of precedence: the run's own first, then the entries."""
+    return [config.model, *(entry.label for entry in config.llm.ensemble)]
+
+
+def arm_config(config: RunConfig, entry: EnsembleModel) -> RunConfig:
+    """The config an entry's backend checks and loads: the run's, with the entry's model and backend, no
+    ensemble, and a method that moves no weights."""
+    llm = config.llm.model_copy(
+        update={field: getattr(entry, field) for field in ModelSource.model_fields} | {"ensemble": []}
+    )
+    updates = {"model": entry.model, "llm": llm, "method": TEXT_ONLY_METHOD, "settings": {}, "es": type(config.es)()}
+    return config.model_copy(update=updates)
+
+
+def check_ensemble(config: RunConfig) -> None:
+    """ValueError (one line) when the config's ensemble cannot run: prices on some models only, or
+    without an ensemble; two models of one name; a workload without heuristic operators; ES with no
+    local model to perturb; an entry its backend refuses."""
+    entries = config.llm.ensemble
+    if not entries:
+        if config.llm.priced:
+            raise ValueError(
+                "llm.cost_per_completion_token prices the models of an ensemble, and [[llm.ensemble]] names none"
+            )
+        return
+    names = model_names(config)
+    if repeated := sorted({name for name in names if names.count(name) > 1}):
+        raise ValueError(f"llm.ensemble: two models are called {repeated[0]!r}; give one a name")
+    if len({config.llm.priced, *(entry.priced for entry in entries)}) > 1:
+        raise ValueError("llm.ensemble: set cost_per_completion_token on every model (the run's in [llm]) or on none")
+    if not config.capabilities.heuristics:
+        raise ValueError(
+            f"llm.ensemble shares the heuristic operators' calls, and the {config.workload.kind} workload has none"
+        )
+    if config.uses_weights and config.llm.backend == "openai":
+        raise ValueError(
+            f"method {config.method} perturbs the run's own model, and llm.api_base makes it a prompt-only server: "
+            "make a local model the run's model and list the servers in [[llm.ensemble]]"
+        )
+    for index, entry in enumerate(entries):
+        check = getattr(backend_class(entry.backend), "check", None)
+        if check is not None:
+            try:
+                check(arm_config(config, entry))
+            except ValueError as exc:
+                raise ValueError(f"llm.ensemble[{index}] ({entry.label}): {exc}") from None

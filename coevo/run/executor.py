@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from coevo.extras import install_hint
 from coevo.plugins import PluginError, Registry
 from coevo.run.config import ConfigError
-from coevo.workloads.protocol import Evaluation, Member, Workload
+from coevo.workload import Evaluation, Member, Workload
 
 if TYPE_CHECKING:
     from coevo.es.update_log import UpdateRecord

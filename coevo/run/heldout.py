@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coevo.stats import wilson_interval
-from coevo.workloads.protocol import MeasuresHeldOut, Member, Workload
+from coevo.workload import MeasuresHeldOut, Member, Workload
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from coevo.es.update_log import UpdateRecord, replay
 from coevo.run.config import RunConfig, validate
 from coevo.run.proposals import ProposalJob, ProposedMember, propose_member
-from coevo.workloads.protocol import Evaluation, Member
+from coevo.workload import Evaluation, Member
 
 if TYPE_CHECKING:
     from coevo.llm.base import LLM

@@ -15,8 +15,7 @@ from coevo.llm.bandit import Pull
 from coevo.llm.base import LLM
 from coevo.llm.ensemble import EnsembleLLM
 from coevo.run.build import load_llm
-from coevo.run.config import RunConfig
-from coevo.run.ensemble_config import arm_config
+from coevo.run.config import RunConfig, arm_config
 from coevo.run.model_source import ModelSource
 from coevo.run.store import RunStore
 

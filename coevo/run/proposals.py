@@ -17,7 +17,7 @@ from coevo.es.protocols import WeightsHost
 from coevo.llm.base import SamplingParams
 from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection
-from coevo.workloads.protocol import Evaluation
+from coevo.workload import Evaluation
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from coevo.es.update_log import UpdateRecord
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.member_replica import MemberReplica, StaleReplica
 from coevo.run.proposals import ProposalJob, ProposedMember
-from coevo.workloads.protocol import Evaluation, Member, ScoresCode, Workload
+from coevo.workload import Evaluation, Member, ScoresCode, Workload
 
 MAX_ATTEMPTS = 5
 """Times one member is handed out before the generation fails (each lost worker costs one)."""

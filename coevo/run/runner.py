@@ -3,7 +3,7 @@
 A method is a policy (`coevo.methods`, named in `coevo.run.method_registry`); the runner provides the
 services of its context (`coevo.context.Context`) and nothing more is visible to it: proposing
 heuristics with the LLM (under the current weights, or one perturbation per request), scoring them
-through the executor and the workload protocol (`coevo.workloads.protocol`; the AHD workload runs them in the
+through the executor and the workload protocol (`coevo.workload`; the AHD workload runs them in the
 sandbox, here or on the executor's workers), the ES engine, the budget, and the store. A run is a
 sequence of steps (one phase of a generation each); a step commits atomically with the state it
 leaves, and every random choice in it derives from (config seed, step), so re-running an interrupted
@@ -51,7 +51,7 @@ from coevo.run.model_choice import operators_llm
 from coevo.run.novelty_gate import NoveltyGate, ProposalCall
 from coevo.run.proposals import ProposalJob, propose_member
 from coevo.run.store import RunStore, StoreHistory
-from coevo.workloads.protocol import (
+from coevo.workload import (
     Capabilities,
     Evaluation,
     Generational,

@@ -26,7 +26,7 @@ from coevo.candidate import Candidate, WeightsRef
 from coevo.es.update_log import UpdateRecord
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.shown import shown
-from coevo.workloads.protocol import Evaluation, Trajectory, Turn
+from coevo.workload import Evaluation, Trajectory, Turn
 
 if TYPE_CHECKING:
     from coevo.novelty import Judgement

@@ -4,8 +4,8 @@
 ``ahd`` and ``agent`` there, as any installed package can), or ``path/to/file.py:Class`` /
 ``package.module:Class``. A workload class declares
   * ``settings_model``: its `[workload]` keys beyond `kind`, a subclass of
-    `coevo.workloads.protocol.WorkloadSettings` (None: no keys of its own);
-  * ``capabilities``: what its members are (`coevo.workloads.protocol.Capabilities`), which the methods ask;
+    `coevo.workload.WorkloadSettings` (None: no keys of its own);
+  * ``capabilities``: what its members are (`coevo.workload.Capabilities`), which the methods ask;
   * ``from_config(config, llm, host, cache_dir)``: the workload a run of `config` scores on.
 The config checks the table with the model and the runner and Ray workers build through
 `coevo.run.build.build_workload`, so nothing else names a kind.
@@ -14,7 +14,7 @@ The config checks the table with the model and the runner and Ray workers build 
 from __future__ import annotations
 
 from coevo.plugins import Registry
-from coevo.workloads.protocol import Capabilities, WorkloadSettings
+from coevo.workload import Capabilities, WorkloadSettings
 
 
 def _requires(cls: type) -> str | None:
@@ -27,7 +27,7 @@ def _requires(cls: type) -> str | None:
         return None
     return (
         "it needs capabilities, from_config and settings_model: None or a subclass of"
-        " coevo.workloads.protocol.WorkloadSettings"
+        " coevo.workload.WorkloadSettings"
     )
 
 

@@ -26,7 +26,7 @@ from coevo.skills.gates import CodeTestResult
 from coevo.skills.library import Library
 from coevo.skills.render import by_credit, render_prompt
 from coevo.skills.skill import Skill
-from coevo.workloads.protocol import Trajectory, Turn
+from coevo.workload import Trajectory, Turn
 
 if TYPE_CHECKING:
     from coevo.context import Context

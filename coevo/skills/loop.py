@@ -34,7 +34,7 @@ from coevo.skills.retrieve import retrieved
 from coevo.skills.settings import SkillsSettings
 from coevo.skills.skill import Skill
 from coevo.skills.skill_credit import credited, shown_to
-from coevo.workloads.protocol import Evaluation, Member, Trajectory
+from coevo.workload import Evaluation, Member, Trajectory
 
 if TYPE_CHECKING:
     from coevo.context import Context
@@ -173,6 +173,6 @@ def _trajectory_json(trajectory: Trajectory) -> dict[str, Any]:
 
 
 def _trajectory_from_json(data: dict[str, Any]) -> Trajectory:
-    from coevo.workloads.protocol import Turn
+    from coevo.workload import Turn
 
     return Trajectory(data["instance"], tuple(Turn(**turn) for turn in data["turns"]), data["reward"])

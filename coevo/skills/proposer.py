@@ -19,7 +19,7 @@ from coevo.skills.gates import RefusedBuffer
 from coevo.skills.library import Library
 from coevo.skills.skill import Skill, SkillMeta
 from coevo.skills.skill_md import NAME_PATTERN, FrontMatter, compose_skill_md
-from coevo.workloads.protocol import Trajectory
+from coevo.workload import Trajectory
 
 LESSON_HEADING = "Procedure"
 ANALYSIS_OPERATOR = "skill-analysis"

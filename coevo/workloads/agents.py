@@ -27,7 +27,7 @@ from coevo.es.perturbation import Perturbation
 from coevo.es.protocols import WeightsHost
 from coevo.llm.base import AGENT_SAMPLING, SamplingParams
 from coevo.plugins import normalised
-from coevo.workloads.protocol import EPISODES, Evaluation, Member, Trajectory, Turn, WorkloadSettings
+from coevo.workload import EPISODES, Evaluation, Member, Trajectory, Turn, WorkloadSettings
 from tasks.agents import (
     Episode,
     Prompt,

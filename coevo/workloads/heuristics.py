@@ -15,7 +15,7 @@ from coevo.evaluate.evaluator import EvalResult, Evaluator
 from coevo.operators.fingerprint import code_fingerprint
 from coevo.operators.records import direction
 from coevo.run.build import configured_evaluator
-from coevo.workloads.protocol import HEURISTICS, Evaluation, Member
+from coevo.workload import HEURISTICS, Evaluation, Member
 
 if TYPE_CHECKING:
     from pathlib import Path

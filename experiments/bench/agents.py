@@ -70,8 +70,8 @@ def _workload_classes() -> tuple[type, type]:
     in `coevo.agents` and `coevo.workload`; asking that tree for `coevo.workloads` would get this tree's
     modules from the editable install, mixed with the baseline's, so the folder that exists decides."""
     if (Path(coevo.__file__).parent / "workloads").is_dir():
+        from coevo.workload import Member
         from coevo.workloads.agents import AgentWorkload
-        from coevo.workloads.protocol import Member
     else:
         from coevo.agents import AgentWorkload
         from coevo.workload import Member

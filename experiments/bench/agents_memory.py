@@ -68,8 +68,8 @@ def es_generation(llm, seeds: list[int], members: int) -> None:
     from coevo.es.engine import ESConfig, ESEngine
     from coevo.es.hosts import module_host
     from coevo.es.schedules import ScheduleConfig
+    from coevo.workload import Member
     from coevo.workloads.agents import AgentWorkload
-    from coevo.workloads.protocol import Member
 
     host = module_host(llm.model, "full")
     config = ESConfig(

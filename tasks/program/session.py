@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coevo.evaluate.channel import encode_solution
 from tasks.base import InvalidSolution
+from tasks.plain_data import encode_solution
 from tasks.program.stand_in import PROGRAM_PATH, serving
 
 
