@@ -44,7 +44,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from coevo.methods.sample import SampleSettings
-from coevo.run.config import METHODS, ConfigError, RunConfig, load_config, merge_overrides, validate
+from coevo.run.config import METHODS, ConfigError, RunConfig, load_config, merge_overrides, parse_assignment, validate
 from coevo.run.runner import Runner, summary
 from coevo.run.session import resume_run, start_run
 from coevo.run.store import DB_NAME, RunStore, StoreError
@@ -114,8 +114,11 @@ def build_config(setting: Setting, configs: Path, scale: float, assignments: Seq
     )
     if base.method in ("sample", "sample+es"):
         data["settings"] = {**base.settings, "batch": scaled(SampleSettings.model_validate(base.settings).batch, scale)}
-    data["settings"] = pool_for(data["settings"], data["population_size"] * base.es.directions_per_parent // 2)
-    return validate(merge_overrides(data, list(assignments)))
+    merged = merge_overrides(data, list(assignments))
+    if not any(parse_assignment(text)[0] == ["settings", "prompt_pool"] for text in assignments):
+        pairs = merged["population_size"] * merged["es"]["directions_per_parent"] // 2
+        merged["settings"] = pool_for(merged["settings"], pairs)  # after --set population_size, which it follows
+    return validate(merged)
 
 
 def overrides(options: argparse.Namespace) -> list[str]:

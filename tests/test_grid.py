@@ -97,6 +97,16 @@ def test_set_overrides_reach_every_run_after_scaling() -> None:
     assert (config.llm.max_new_tokens, config.es.alpha) == (64, 0.01)
 
 
+def test_coevo_pool_follows_a_population_set_on_the_command_line() -> None:
+    """The bpp_online grid's command sets population_size=4: coevo's 2 mirrored pairs get a pool of 2
+    (the config's 5 would make the run refuse its population); a pool set explicitly is kept."""
+    setting = grid.Setting("bpp_online", "coevo", 168, 0)
+    config = grid.build_config(setting, grid.CONFIGS, 1.0, ["population_size=4"])
+    assert (config.population_size, config.settings["prompt_pool"]) == (4, 2)
+    kept = grid.build_config(setting, grid.CONFIGS, 1.0, ["population_size=4", "settings.prompt_pool=1"])
+    assert kept.settings["prompt_pool"] == 1
+
+
 def run_result(task: str, objective: float | None) -> object:
     return grid.RunResult(task, "eoh", 40, 0, 20, "finished", objective, None, "", "ran")
 
