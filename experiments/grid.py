@@ -44,7 +44,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from coevo.methods.sample import SampleSettings
-from coevo.run.config import METHODS, ConfigError, RunConfig, load_config, merge_overrides, parse_assignment, validate
+from coevo.run.config import (
+    METHODS,
+    ConfigError,
+    RunConfig,
+    from_stored,
+    load_config,
+    merge_overrides,
+    parse_assignment,
+    validate,
+)
 from coevo.run.runner import Runner, summary
 from coevo.run.session import resume_run, start_run
 from coevo.run.store import DB_NAME, RunStore, StoreError
@@ -135,7 +144,8 @@ def run_state(run_dir: Path, config: RunConfig) -> str:
         return "new"
     store = RunStore.open(run_dir)
     try:
-        if store.config != config.model_dump(mode="json"):
+        stored = validate(from_stored(store.config)).model_dump(mode="json")  # keys added since take defaults
+        if stored != config.model_dump(mode="json"):
             raise GridError(f"{run_dir} holds a run with another config; choose another --out or remove it")
         return "finished" if store.meta("status") == "finished" else "unfinished"
     finally:

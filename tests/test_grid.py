@@ -82,6 +82,25 @@ def test_restart_skips_finished_runs_and_resumes_unfinished_ones(finished_grid: 
     store.close()
 
 
+def test_a_run_stored_before_a_config_key_existed_is_still_the_same_run(finished_grid: Path, tmp_path: Path) -> None:
+    """Grids span sessions while coevo gains settings: a store without a newer key reads it at its default."""
+    import sqlite3
+
+    setting = grid.Setting("tsp_construct", "eoh", 40, 0)
+    run_dir = tmp_path / "run"
+    shutil.copytree(setting.run_dir(finished_grid), run_dir)
+    with sqlite3.connect(run_dir / "run.sqlite") as db:
+        db.execute("UPDATE meta SET value = json_remove(value, '$.novelty', '$.es.strategy') WHERE key = 'config'")
+    db.close()
+    config = grid.build_config(setting, grid.CONFIGS, 0.5, grid.overrides(grid.parse_args(ARGS)))
+    assert grid.run_state(run_dir, config) == "finished"
+    with sqlite3.connect(run_dir / "run.sqlite") as db:
+        db.execute("UPDATE meta SET value = json_set(value, '$.es.alpha', 0.123) WHERE key = 'config'")
+    db.close()
+    with pytest.raises(grid.GridError, match="another config"):
+        grid.run_state(run_dir, config)
+
+
 def test_a_run_dir_with_another_config_stops_the_grid(finished_grid: Path, capsys) -> None:
     assert grid.main([*ARGS, "--eval-limit", "3", "--out", str(finished_grid)]) == 2
     assert "holds a run with another config" in capsys.readouterr().err
