@@ -2,13 +2,11 @@
 
 torch starts one compute thread per core. While other processes hold those cores, the threads wait on
 each other at every parallel region, and a generation can run many times slower than on one thread.
-So, unless the user chose a count, coevo counts the threads of other processes the kernel has
-runnable right now (state R in /proc/PID/task/TID/stat, read a few times over `SAMPLE_S`), and gives
-torch the usable cores (`os.sched_getaffinity`) they leave idle, at least one. A thread running at a
-lower priority counts by its scheduler weight against this process's (`NICE_STEP` per nice level, at
-most one core): a nice-19 background job takes almost nothing from a nice-0 process, so it does not
-halve it. Where the process may use only some of the machine's CPUs, the machine's count is taken by
-their share. The one-minute load average is not used: it still shows work that ended a minute ago.
+So, unless the user chose a count, coevo counts the tasks the kernel has runnable right now (the
+fourth field of /proc/loadavg, read a few times over `SAMPLE_S`), less this process's own running
+threads, and gives torch the usable cores (`os.sched_getaffinity`) they leave idle, at least one.
+Where the process may use only some of the machine's CPUs, the machine's count is taken by their share.
+The one-minute load average is not used: it still shows work that ended a minute ago.
 
 The choice is made at start-up, before torch loads, and again between generation batches (never
 inside one), at most every `RECHECK_S`; it moves only when the idle cores it sees are more than
@@ -31,14 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 THREADS_ENV = "OMP_NUM_THREADS"
-SAMPLES = 3
+SAMPLES = 5
 SAMPLE_S = 0.05
 """The readings of a choice are spread over this long: one reading catches a moment, not the load."""
 RECHECK_S = 10.0
 MARGIN = 0.75
 """How far (in cores) the idle estimate must be from torch's count before the count moves."""
-NICE_STEP = 1.25
-"""The fair scheduler's weight ratio between two adjacent nice levels."""
 
 log = logging.getLogger(__name__)
 
@@ -56,41 +52,28 @@ class ThreadChoice:
         return {"threads": self.threads, "reason": self.reason, "automatic": self.automatic}
 
 
-def thread_state(stat: bytes) -> tuple[bytes, int]:
-    """A /proc/.../stat line's state letter and nice value (a thread's name may hold ") ")."""
-    fields = stat.rsplit(b")", 1)[1].split()
-    return fields[0], int(fields[16])
+def runnable_elsewhere(loadavg: str, own_running: int) -> int:
+    """Runnable tasks that are not this process's: /proc/loadavg's "running/total" field less ours."""
+    running = int(loadavg.split()[3].split("/")[0])
+    return max(0, running - own_running)
 
 
-def runnable_elsewhere(proc: Path = Path("/proc"), own_pid: int | None = None, own_nice: int | None = None) -> float:
-    """Other processes' runnable threads now, each weighted by its share of a core against a thread of
-    this process: min(1, NICE_STEP ** (own nice - its nice))."""
-    own_pid = os.getpid() if own_pid is None else own_pid
-    own_nice = os.getpriority(os.PRIO_PROCESS, 0) if own_nice is None else own_nice
-    busy = 0.0
-    for process in proc.iterdir():
-        if not process.name.isdigit() or int(process.name) == own_pid:
-            continue
+def own_running_threads(tasks: Path = Path("/proc/self/task")) -> int:
+    """This process's threads the kernel has runnable now (state R): the reader itself at least."""
+    running = 0
+    for task in tasks.iterdir():
         try:
-            tasks = list((process / "task").iterdir())
-        except OSError:  # the process ended meanwhile, or is not ours to read
+            state = (task / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):  # the thread ended meanwhile
             continue
-        for task in tasks:
-            try:
-                state, nice = thread_state((task / "stat").read_bytes())
-            except (OSError, IndexError, ValueError):
-                continue
-            if state == b"R":
-                busy += min(1.0, NICE_STEP ** (own_nice - nice))
-    return busy
+        running += state == b"R"
+    return max(1, running)
 
 
-def busy_elsewhere(
-    samples: int = SAMPLES, span_s: float = SAMPLE_S, reading: Callable[[], float] | None = None
-) -> float:
-    """The mean weighted count of other runnable threads over `samples` readings spread over `span_s`, on
-    the CPUs this process may use: the whole machine's count goes by those CPUs' share."""
-    read = reading or runnable_elsewhere
+def busy_elsewhere(samples: int = SAMPLES, span_s: float = SAMPLE_S, reading: Callable[[], int] | None = None) -> float:
+    """The mean number of other runnable tasks over `samples` readings spread over `span_s`, on the CPUs
+    this process may use: /proc/loadavg counts the whole machine's, so they count by those CPUs' share."""
+    read = reading or (lambda: runnable_elsewhere(Path("/proc/loadavg").read_text(), own_running_threads()))
     counts = []
     for sample in range(samples):
         if sample:
@@ -158,7 +141,7 @@ def _automatic_choice(busy: float, current: int) -> ThreadChoice:
     usable = len(os.sched_getaffinity(0))
     _policy.checked_at = time.monotonic()
     threads = idle_core_count(usable, busy, current)
-    return ThreadChoice(threads, f"automatic: {busy:.1f} other runnable threads on {usable} usable CPUs", True)
+    return ThreadChoice(threads, f"automatic: {busy:.1f} other runnable tasks on {usable} usable CPUs", True)
 
 
 def _torch_threads() -> int:

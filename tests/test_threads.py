@@ -24,6 +24,8 @@ from coevo.threads import (
     current_choice,
     idle_core_count,
     keep_threads_current,
+    own_running_threads,
+    runnable_elsewhere,
 )
 
 
@@ -49,39 +51,17 @@ def two_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
 
 
-def _proc(root: Path, threads: dict[int, list[tuple[str, int]]]) -> Path:
-    """A fake /proc: per process id, its threads' (state, nice)."""
-    for pid, states in threads.items():
-        for index, (state, nice) in enumerate(states):
-            task = root / str(pid) / "task" / str(pid + index)
-            task.mkdir(parents=True)
-            fields = [state, *["0"] * 15, str(nice), "1"]
-            (task / "stat").write_text(f"{pid + index} (worker (x)) {' '.join(fields)}\n")  # a name may hold ") "
-    (root / "loadavg").write_text("9.00 9.00 9.00 7/245 12345\n")  # not a process: never read as one
-    return root
+def test_other_runnable_tasks_are_the_loadavg_running_field_less_this_process() -> None:
+    assert runnable_elsewhere("1.52 1.20 0.90 3/245 12345\n", own_running=1) == 2
+    assert runnable_elsewhere("9.00 9.00 9.00 1/245 12345\n", own_running=1) == 0  # the load of a minute ago
+    assert runnable_elsewhere("0.00 0.00 0.00 2/245 12345\n", own_running=3) == 0
 
 
-def test_other_processes_running_threads_count_by_their_scheduler_weight(tmp_path: Path) -> None:
-    proc = _proc(
-        tmp_path,
-        {
-            100: [("R", 0), ("R", 0), ("S", 0)],  # this process: never counted
-            200: [("R", 0), ("S", 0)],  # one running thread at our priority: a whole core
-            300: [("R", 19), ("R", 19)],  # a nice-19 job: a sliver each
-            400: [("D", 0)],  # waiting on I/O: not runnable
-            500: [("R", -5)],  # more important than us: still at most one core
-        },
-    )
-    busy = threads.runnable_elsewhere(proc, own_pid=100, own_nice=0)
-    assert busy == pytest.approx(1 + 2 * 1.25**-19 + 1)
-    assert threads.runnable_elsewhere(proc, own_pid=100, own_nice=19) == pytest.approx(4.0)  # niced ourselves
-
-
-def test_a_niced_background_job_leaves_both_cores_to_a_normal_process(tmp_path: Path) -> None:
-    proc = _proc(tmp_path, {200: [("R", 19)], 300: [("R", 19)]})
-    busy = threads.runnable_elsewhere(proc, own_pid=1, own_nice=0)
-    assert threads.idle_core_count(2, busy, current=2) == 2
-    assert threads.idle_core_count(2, threads.runnable_elsewhere(proc, own_pid=1, own_nice=19), current=2) == 1
+def test_this_process_counts_its_running_threads_only(tmp_path: Path) -> None:
+    for task, state in (("100", "R"), ("101", "S"), ("102", "R"), ("103", "D")):
+        (tmp_path / task).mkdir()
+        (tmp_path / task / "stat").write_text(f"{task} (pt (main) {state} 1 2 3\n")  # a name may hold ") "
+    assert own_running_threads(tmp_path) == 2
 
 
 def test_the_readings_are_averaged_over_the_cpus_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +98,7 @@ def test_a_busy_machine_gives_torch_one_thread_without_writing_the_variable(
 ) -> None:
     choice = configure_threads(busy=lambda: 2.0)
     assert (choice.threads, choice.automatic, fake_torch.count) == (1, True, 1)
-    assert "2.0 other runnable threads on 2 usable CPUs" in choice.reason
+    assert "2.0 other runnable tasks on 2 usable CPUs" in choice.reason
     assert THREADS_ENV not in os.environ  # a child process chooses for itself
 
 
@@ -183,8 +163,8 @@ def test_the_command_line_chooses_at_start_up_and_says_why_when_verbose(
     monkeypatch.setattr(logging.getLogger(threads.__name__), "handlers", [])  # --verbose adds one, for this test
     monkeypatch.setattr(threads, "busy_elsewhere", lambda: 2.0)
     assert main(["--verbose", "tasks", "list", "--json"]) == 0
-    assert current_choice() == ThreadChoice(1, "automatic: 2.0 other runnable threads on 2 usable CPUs", True)
-    assert "coevo: torch threads 1 (automatic: 2.0 other runnable threads on 2 usable CPUs)" in capsys.readouterr().err
+    assert current_choice() == ThreadChoice(1, "automatic: 2.0 other runnable tasks on 2 usable CPUs", True)
+    assert "coevo: torch threads 1 (automatic: 2.0 other runnable tasks on 2 usable CPUs)" in capsys.readouterr().err
     assert main(["serve", "--threads", "0"]) == 2
     assert "--threads" in capsys.readouterr().err
 
@@ -196,7 +176,7 @@ def test_a_run_records_its_choice_and_why(two_cpus: None, tmp_path: Path) -> Non
     resume_run(tmp_path).close()
     recorded = json.loads(_meta(tmp_path, THREADS_KEY))
     assert [(r["threads"], r["automatic"]) for r in recorded] == [(1, True), (2, True)]  # the resume chose anew
-    assert "2.0 other runnable threads" in recorded[0]["reason"]
+    assert "2.0 other runnable tasks" in recorded[0]["reason"]
 
 
 def test_the_config_key_wins_over_the_variable(two_cpus: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
