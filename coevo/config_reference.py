@@ -247,8 +247,7 @@ def _workload_tables() -> list[str]:
         "| --- | --- | --- |",
     ]
     for kind, cls in classes.items():
-        members = "episodes played in an environment" if cls.capabilities.episodes else "heuristics for the task"
-        lines.append(f"| `{kind}` | {members} | {'see below' if cls.settings_model else 'none'} |")
+        lines.append(f"| `{kind}` | {cls.family.members} | {'see below' if cls.settings_model else 'none'} |")
     lines.append("")
     for kind, cls in classes.items():
         if cls.settings_model is None:

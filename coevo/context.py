@@ -1,10 +1,12 @@
-"""The contract between the run loop and a method: what the loop offers (`Context`) and what a method
+"""The contract between the run loop and a method: what the loop offers (a context) and what a method
 offers back (`Policy`).
 
 A method never sees the loop itself. It reaches the LLM, the workload, the ES engine, the budget and
-the records only through a `Context`, so it can be written, read and tested against this page alone,
-and the loop (`coevo.run.runner.Runner`) can change how it provides each service without touching any
-method. The skill loops (`coevo.skills.loop`, `coevo.skills.code_skills`) take the same context.
+the records only through the context of its workload's family (`coevo.family`): `HeuristicContext`
+where members are heuristics the LLM writes, `EpisodeContext` where they are text an agent plays
+with, both built on `RunContext`. So a method can be written, read and tested against this page alone
+(on a fake context of its family), and the loop (`coevo.run.runner.Runner`) can change how it provides
+each service without touching any method. The skill loops (`coevo.skills`) take the same contexts.
 """
 
 from __future__ import annotations
@@ -26,33 +28,21 @@ if TYPE_CHECKING:
     from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
     from coevo.operators.records import Proposal, Rejection, TextProposal
     from coevo.population import PromptPool, PromptVariant
-    from coevo.workload import Capabilities, Evaluation, Member, Workload
+    from coevo.workload import EpisodeWorkload, Evaluation, HeuristicWorkload, Member
     from tasks.base import SplitName, Task
 
 
-class Context(Protocol):
-    """What a method may use during one step. Everything it records lands in that step's commit;
-    everything it spends is charged to the run's budget."""
+class RunContext(Protocol):
+    """What a method of any family may use during one step. Everything it records lands in that step's
+    commit; everything it spends is charged to the run's budget."""
 
     llm: LLM
     ledger: BudgetLedger
     """Token usage of the LLM calls a method makes itself (reflections, rewrites, skill edits)."""
-    task: Task | None
-    """The heuristic-design task; None where members are not heuristics."""
-    operators: EoHOperators | None
-    """Writes heuristics from proposal requests without recording or scoring them (None: no task)."""
-    population: IslandPopulation
-    """The run's islands of heuristics (one by default): methods add children and select parents."""
     prompts: PromptPool
     rng: np.random.Generator
     """The run's random stream (parent selection, prompt assignment), restored exactly on resume."""
     run_dir: Path
-    workload: Workload
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What the workload's members are (heuristics the LLM writes, or text an agent plays with)."""
-        ...
 
     @property
     def generation(self) -> int: ...
@@ -63,31 +53,6 @@ class Context(Protocol):
     @property
     def es_updates(self) -> int:
         """ES updates the live weights have received (0 without an engine)."""
-        ...
-
-    def propose(
-        self,
-        requests: Sequence[ProposalRequest],
-        perturbations: Sequence[Perturbation] | None = None,
-        prompt_ids: Sequence[str | None] | None = None,
-    ) -> list[Candidate]:
-        """One heuristic per request (request i under perturbation i if given), scored and recorded;
-        requests beyond the budget are dropped."""
-        ...
-
-    def play(
-        self, perturbations: Sequence[Perturbation | None], shown: str | Sequence[Member] = "", traces: bool = False
-    ) -> list[Evaluation]:
-        """Members scored on this generation's instances (under perturbation i each; None: the live
-        weights), charged to the budget."""
-        ...
-
-    def generation_workload(self) -> Workload:
-        """The workload over this generation's instances."""
-        ...
-
-    def add_library(self, codes: dict[str, str]) -> list[Candidate]:
-        """Known heuristics (name -> code) scored, recorded and charged."""
         ...
 
     def charge(self, evaluations: int, llm_calls: int = 0) -> None:
@@ -113,13 +78,57 @@ class Context(Protocol):
 
     def register_prompt(self, variant: PromptVariant) -> None: ...
 
+
+class HeuristicContext(RunContext, Protocol):
+    """The heuristic family's context: members are heuristics the LLM writes for a task, scored in a
+    sandbox and kept in a population."""
+
+    task: Task
+    workload: HeuristicWorkload
+    operators: EoHOperators
+    """Writes heuristics from proposal requests without recording or scoring them."""
+    population: IslandPopulation
+    """The run's islands of heuristics (one by default): methods add children and select parents."""
+
+    def propose(
+        self,
+        requests: Sequence[ProposalRequest],
+        perturbations: Sequence[Perturbation] | None = None,
+        prompt_ids: Sequence[str | None] | None = None,
+    ) -> list[Candidate]:
+        """One heuristic per request (request i under perturbation i if given), scored and recorded;
+        requests beyond the budget are dropped."""
+        ...
+
+    def add_library(self, codes: dict[str, str]) -> list[Candidate]:
+        """Known heuristics (name -> code) scored, recorded and charged."""
+        ...
+
     @property
     def evaluator(self) -> Evaluator:
-        """The sandboxed evaluator members are scored by (heuristic workloads only)."""
+        """The sandboxed evaluator members are scored by."""
         ...
 
     def evaluator_for(self, split: SplitName) -> Evaluator:
         """An evaluator of `split` under the run's eval settings, for held-out checks a method makes."""
+        ...
+
+
+class EpisodeContext(RunContext, Protocol):
+    """The episode family's context: members are text an agent is shown while it plays the
+    generation's episodes under the members' weights; the run is judged on held-out episodes."""
+
+    workload: EpisodeWorkload
+
+    def play(
+        self, perturbations: Sequence[Perturbation | None], shown: str | Sequence[Member] = "", traces: bool = False
+    ) -> list[Evaluation]:
+        """Members scored on this generation's episodes (under perturbation i each; None: the live
+        weights), charged to the budget."""
+        ...
+
+    def generation_workload(self) -> EpisodeWorkload:
+        """The workload over this generation's episodes."""
         ...
 
     def record_heldout(self, when: str) -> Any:
@@ -136,7 +145,9 @@ class Policy(Protocol):
     uses_weights: ClassVar[bool]
     phases: ClassVar[tuple[str, ...]]
 
-    def run_phase(self, context: Context, phase: str) -> None: ...
+    def run_phase(self, context: Any, phase: str) -> None:
+        """`context`: the context of the run's family (one of the families the method names)."""
+        ...
 
     def prompt_pool(self) -> PromptPool: ...
 
@@ -146,7 +157,7 @@ class Policy(Protocol):
 
     def heldout_view(self) -> tuple[Member, str] | None: ...
 
-    def updates(self, context: Context) -> str: ...
+    def updates(self, context: RunContext) -> str: ...
 
     def state(self) -> dict[str, Any] | None: ...
 

@@ -22,6 +22,7 @@ from coevo.candidate import Sense, WeightsRef, fitness_of
 
 if TYPE_CHECKING:
     from coevo.evaluate.evaluator import Evaluator
+    from tasks.agents.rollout import Episode
 
 
 @dataclass(frozen=True)
@@ -101,22 +102,6 @@ class Evaluation:
         return tuple(fitness_of(value, self.sense) for value in self.per_instance)
 
 
-@dataclass(frozen=True)
-class Capabilities:
-    """What a workload's members are, so a method chooses its moves by what the workload can do and
-    never by which workload it is."""
-
-    heuristics: bool = True
-    """Members are heuristics the LLM writes for a task from proposal requests, kept in a population."""
-    episodes: bool = False
-    """Members are text an agent is shown while playing episodes under the member's weights; held-out
-    success is measured on episodes no member was searched on."""
-
-
-HEURISTICS = Capabilities()
-EPISODES = Capabilities(heuristics=False, episodes=True)
-
-
 class WorkloadSettings(BaseModel):
     """The `[workload]` table, what members are scored on: `kind` names the workload class; the other
     keys are the ones that class declares in its `settings_model`, a subclass of this model (below)."""
@@ -129,11 +114,6 @@ class WorkloadSettings(BaseModel):
     def subject(self) -> str | None:
         """What the run works on, for run names and progress lines; None: the config's task."""
         return None
-
-
-def capabilities_of(workload: object) -> Capabilities:
-    """The workload's `capabilities`; one that declares none scores heuristics (the protocol's first use)."""
-    return getattr(workload, "capabilities", HEURISTICS)
 
 
 @runtime_checkable
@@ -157,32 +137,10 @@ class Workload(Protocol):
         ...
 
 
-@runtime_checkable
-class Generational(Protocol):
-    """A workload that scores each generation on its own instances (an agent's moving window of episodes)."""
-
-    def at_generation(self, generation: int) -> Workload:
-        """The workload generation `generation` (1 for the first after initialisation) is scored on."""
-        ...
-
-
-@runtime_checkable
-class MeasuresHeldOut(Protocol):
-    """A workload whose run is judged on held-out episodes (an agent's), before, after and, every
-    `heldout_every` generations, along the way (None: before and after only)."""
-
-    heldout: str
-    heldout_every: int | None
-
-    def heldout_episodes(self, member: Member) -> list:
-        """`member` under the live weights on the held-out split's episodes."""
-        ...
-
-
-@runtime_checkable
-class ScoresCode(Protocol):
-    """A workload whose verdict on a member depends on its code alone (the weights only wrote it), judged
-    by a sandboxed evaluator: a remote executor ships each distinct code once and gets the verdict back."""
+class HeuristicWorkload(Workload, Protocol):
+    """The heuristic family's workload: a member is code the LLM wrote, and its verdict depends on the code
+    alone (the weights only wrote it), judged by a sandboxed evaluator, so a remote executor ships each
+    distinct code once and gets the verdict back."""
 
     evaluator: Evaluator
     """The sandbox that judges code (a code skill's tests run in it too)."""
@@ -193,4 +151,35 @@ class ScoresCode(Protocol):
 
     def verdicts(self, codes: Sequence[str]) -> list[Evaluation]:
         """The sandbox's verdicts on exactly `codes`, in order."""
+        ...
+
+
+class EpisodeWorkload(Workload, Protocol):
+    """The episode family's workload: a member is text an agent is shown while it plays an environment's
+    episodes under the member's weights. Each generation plays its own batch of search episodes; the run
+    is judged on a held-out split no member was searched on, before, after and, every `heldout_every`
+    generations, along the way (None: before and after only)."""
+
+    env: str
+    """The environment (`coevo tasks list`): a gradient baseline trains on the same one."""
+    horizon: int
+    seeds: tuple[int, ...]
+    """The instance seeds of this batch's episodes, in order."""
+    heldout: str
+    heldout_every: int | None
+
+    def at_generation(self, generation: int) -> EpisodeWorkload:
+        """The batch generation `generation` (1 for the first after initialisation) is scored on."""
+        ...
+
+    def on_split(self, split: str, limit: int | None = None) -> EpisodeWorkload:
+        """The same workload over `split`'s episodes (its first `limit`): a gate's val batch."""
+        ...
+
+    def evaluate_at(self, index: int, member: Member, *, traces: bool = False) -> Evaluation:
+        """Member `index` of a batch alone, with the sampling it has among all of them (a remote worker's share)."""
+        ...
+
+    def heldout_episodes(self, member: Member) -> list[Episode]:
+        """`member` under the live weights on the held-out split's episodes (each with its seed and success)."""
         ...

@@ -10,12 +10,12 @@ import pytest
 from scripted_llm import ScriptedLLM
 from test_code_skills import HELPER, LESSON, code_skill
 
+from coevo.family import EPISODES, HEURISTICS
 from coevo.llm.base import Completion
 from coevo.methods.coevo import Coevo
 from coevo.run.config import RunConfig, validate
 from coevo.run.session import resume_run, start_run
 from coevo.skills import Library, save_library
-from coevo.workload import EPISODES, HEURISTICS
 from tasks import get_task
 
 SEED_ANSWER = (

@@ -1,25 +1,30 @@
-"""The runner provides every service of the context methods receive, so a method written against
-`coevo.context.Context` alone runs in it."""
+"""The runner provides every service of both families' contexts, so a method written against its
+family's context protocol alone runs in it, and hands the method a view of that protocol only."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from coevo.context import Context, Policy
+import pytest
+
+from coevo.context import EpisodeContext, HeuristicContext, Policy
+from coevo.family import HEURISTICS, protocol_members
 from coevo.run.config import validate
 from coevo.run.session import start_run
 
 
-def members(protocol: type) -> set[str]:
-    declared = {name for name in vars(protocol) if not name.startswith("_")}
-    return declared | set(protocol.__annotations__)
-
-
-def test_the_runner_provides_every_service_of_the_context_and_its_method_the_policy(tmp_path: Path) -> None:
+def test_the_runner_provides_every_service_of_both_contexts_and_its_method_the_policy(tmp_path: Path) -> None:
     config = validate(
         {"method": "eoh+es", "task": "tsp_construct", "model": "scripted_llm:build", "budget": 3, "population_size": 2}
     )
-    assert {"propose", "play", "tell", "budget_left", "population", "llm"} <= members(Context)
+    assert {"propose", "tell", "budget_left", "population", "llm"} <= protocol_members(HeuristicContext)
+    assert {"play", "record_heldout", "tell"} <= protocol_members(EpisodeContext)
+    assert "propose" not in protocol_members(EpisodeContext) and "play" not in protocol_members(HeuristicContext)
     with start_run(config, tmp_path) as runner:
-        assert members(Context) - set(dir(runner)) == set()
-        assert members(Policy) - set(dir(runner.method)) == set()
+        assert protocol_members(HeuristicContext) - set(dir(runner)) == set()
+        assert protocol_members(EpisodeContext) - set(dir(runner)) == set()
+        assert protocol_members(Policy) - set(dir(runner.method)) == set()
+        assert runner.family is HEURISTICS
+        assert runner.context.population is runner.population, "the view reaches the runner's services"
+        with pytest.raises(AttributeError, match="HeuristicContext offers no 'play'"):
+            runner.context.play

@@ -16,12 +16,12 @@ import torch
 from coevo.candidate import Candidate
 from coevo.es.engine import ESConfig, ESEngine
 from coevo.es.host import TorchWeightsHost
+from coevo.family import HEURISTICS
 from coevo.llm.base import SamplingParams
 from coevo.methods.coevo import Coevo
 from coevo.operators.templates import default_templates
 from coevo.population import Population, PromptPool, PromptVariant
 from coevo.run.config import ConfigError, validate
-from coevo.workload import Capabilities
 
 DIMENSIONS = 4
 SIGMA = 0.1
@@ -115,7 +115,7 @@ def update_cosine(seed: int, antithetic: bool, reward: str = "quality") -> tuple
             "settings": {"prompt_pool": 4, "operators": ["m1"]},
         }
     )
-    method = Coevo(config, Capabilities(heuristics=True, episodes=False))
+    method = Coevo(config, HEURISTICS)
     model = torch.nn.Linear(DIMENSIONS, 1, bias=False)
     torch.nn.init.zeros_(model.weight)
     engine = ESEngine(
@@ -172,4 +172,4 @@ def test_a_population_that_does_not_fill_whole_pairs_per_variant_is_refused():
         }
     )
     with pytest.raises(ConfigError, match=r"multiple of 6 \(2 members a pair x settings.prompt_pool 3\)"):
-        Coevo(config, Capabilities(heuristics=True, episodes=False))
+        Coevo(config, HEURISTICS)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from test_runner import config
 
+from coevo.family import EPISODES, HEURISTICS
 from coevo.methods.coevo import CoevoSettings
 from coevo.methods.sample import SampleSettings
 from coevo.run.config import ConfigError, validate
@@ -17,7 +18,6 @@ from coevo.run.session import resume_run, start_run
 from coevo.run.store import RunStore
 from coevo.skills.settings import SkillsSettings
 from coevo.tune.space import load_space
-from coevo.workload import EPISODES, HEURISTICS
 
 AGENT = {"workload": {"kind": "agent", "env": "gridnav", "horizon": 2, "episodes": 2}}
 

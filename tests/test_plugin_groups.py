@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_runner import BASE, config
 
+from coevo.family import HEURISTICS
 from coevo.run.build import build_workload, load_llm
 from coevo.run.config import ConfigError, from_stored, load_config, validate
 from coevo.run.executor import LocalExecutor, open_executor
@@ -19,7 +20,8 @@ from coevo.run.store import RunStore
 LENGTHS = """
 from pydantic import Field
 
-from coevo.workload import HEURISTICS, Evaluation, WorkloadSettings
+from coevo.family import HEURISTICS
+from coevo.workload import Evaluation, WorkloadSettings
 
 
 class LengthSettings(WorkloadSettings):
@@ -29,7 +31,7 @@ class LengthSettings(WorkloadSettings):
 class Lengths:
     '''Scores a member by how close its text's length is to `target`.'''
 
-    capabilities = HEURISTICS
+    family = HEURISTICS
     settings_model = LengthSettings
     name, sense = "lengths", "min"
 
@@ -40,9 +42,16 @@ class Lengths:
     def from_config(cls, config, llm, host=None, cache_dir=None):
         return cls(config.workload.target)
 
+    evaluator = None  # no sandbox: a text's length needs none
+
     def evaluate(self, members, *, traces=False):
-        return [Evaluation("min", "search", (abs(len(m.text) - self.target),), abs(len(m.text) - self.target))
-                for m in members]
+        return self.verdicts(self.codes(members))
+
+    def codes(self, members):
+        return [m.text for m in members]
+
+    def verdicts(self, codes):
+        return [Evaluation("min", "search", (abs(len(c) - self.target),), abs(len(c) - self.target)) for c in codes]
 
     def remember(self, texts):
         pass
@@ -52,8 +61,29 @@ class Lengths:
 
 
 class NoBuilder:
-    capabilities = HEURISTICS
+    family = HEURISTICS
     settings_model = None
+
+
+class NoVerdicts:
+    '''Scores text, but offers no sandbox, and no way to ship code to a worker and get verdicts back.'''
+
+    family = HEURISTICS
+    settings_model = None
+    name, sense = "no-verdicts", "min"
+
+    @classmethod
+    def from_config(cls, config, llm, host=None, cache_dir=None):
+        return cls()
+
+    def evaluate(self, members, *, traces=False):
+        return [Evaluation("min", "search", (0.0,), 0.0) for _ in members]
+
+    def remember(self, texts):
+        pass
+
+    def close(self):
+        pass
 """
 
 ECHO = """
@@ -109,7 +139,7 @@ def test_a_users_workload_is_validated_by_its_own_model_and_built_by_build_workl
     current = validate({**BASE, "method": "sample", "settings": settings, "workload": {"kind": spec, "target": 5}})
     workload = build_workload(current, None)
     assert type(workload).__name__ == "Lengths" and workload.target == 5
-    assert type(current.workload).__name__ == "LengthSettings" and current.capabilities.heuristics
+    assert type(current.workload).__name__ == "LengthSettings" and current.family is HEURISTICS
     assert validate(current.model_dump(mode="json")).workload == current.workload, "a stored run reads it back"
 
     data = {**BASE, "method": "sample", "settings": settings}
@@ -119,7 +149,10 @@ def test_a_users_workload_is_validated_by_its_own_model_and_built_by_build_workl
     assert one_line_error({**data, "workload": {"kind": spec, "target": 0}}).startswith(
         "config key 'workload.target': Input should be greater than or equal to 1"
     )
-    assert "is not a workload (it needs capabilities" in one_line_error({**data, "workload": {"kind": f"{spec[:-7]}NoBuilder"}})
+    assert "is not a workload (it needs from_config" in one_line_error({**data, "workload": {"kind": f"{spec[:-7]}NoBuilder"}})
+    assert one_line_error({**data, "workload": {"kind": f"{spec[:-7]}NoVerdicts"}}).endswith(
+        "is not a workload (a workload of the heuristics family also needs codes, evaluator, verdicts)"
+    )
     assert one_line_error({**data, "workload": {"kind": "lenghts"}}).startswith(
         "unknown workload 'lenghts'; known workloads: "
     )

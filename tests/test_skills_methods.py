@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from coevo.cli import main
+from coevo.family import EPISODES
 from coevo.llm.base import Completion
 from coevo.run.config import ConfigError, load_config
 from coevo.run.session import resume_run, start_run
@@ -164,7 +165,7 @@ def test_the_joint_methods_update_weights_and_learn_from_the_same_episodes(tmp_p
     path.write_text(JOINT.format(method=method))
     config = load_config(path)
     with start_run(config, tmp_path / "run", build()) as runner:
-        assert runner.method.name == method and runner.capabilities.episodes
+        assert runner.method.name == method and runner.family is EPISODES
         runner.run()
         records = runner.store.es_records(0)
         skills = runner.method.skills

@@ -1,9 +1,9 @@
 """What every method shares: the `Method` base the loop drives (`coevo.context.Policy`), its ES sizing,
 and the rewards the joint methods tell ES.
 
-A method is a policy over a `coevo.context.Context`: it never sees the run loop. It is built from the
-run's config and the workload's capabilities (`coevo.workload.Capabilities`), and asks the latter, not
-the workload's kind, where its moves differ between heuristics and episodes.
+A method is a policy over the context of its workload's family (`coevo.context`, `coevo.family`): it
+never sees the run loop. It names the families it runs on and is built from the run's config and the
+run's family; a method that runs on both chooses its family's moves once, when it is built.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from pydantic import BaseModel
 
 from coevo.es.shaping import penalize_invalid
+from coevo.family import HEURISTICS, Family
 from coevo.operators.eoh_operators import ProposalRequest
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptPool, PromptVariant
 from coevo.run.starting_heuristics import starting_heuristics
-from coevo.workload import Capabilities
 
 if TYPE_CHECKING:
     from coevo.candidate import Candidate
-    from coevo.context import Context
+    from coevo.context import HeuristicContext, RunContext
     from coevo.run.config import RunConfig
     from coevo.workload import Member
 
@@ -65,6 +65,8 @@ class Method:
     """
 
     name: ClassVar[str]
+    families: ClassVar[tuple[Family, ...]] = (HEURISTICS,)
+    """The workload families the method runs on; it receives the context of the run's."""
     uses_weights: ClassVar[bool] = False
     phases: ClassVar[tuple[str, ...]] = ()
     settings_model: ClassVar[type[BaseModel] | None] = None
@@ -72,23 +74,20 @@ class Method:
     extra: ClassVar[tuple[str, str] | None] = None
     """(module, pip extra) an optional dependency the method needs, checked before any model loads."""
 
-    def __init__(self, config: RunConfig, capabilities: Capabilities) -> None:
+    def __init__(self, config: RunConfig, family: Family = HEURISTICS) -> None:
+        if family not in self.families:
+            raise ValueError(f"method {self.name} does not run on {family.members}")
         self.config = config
-        self.capabilities = capabilities
+        self.family = family
         self.settings = None if self.settings_model is None else self.settings_model.model_validate(config.settings)
 
-    @classmethod
-    def runs_on(cls, capabilities: Capabilities) -> bool:
-        """Whether this method can run on a workload with `capabilities` (by default: heuristics)."""
-        return capabilities.heuristics
-
-    def run_phase(self, context: Context, phase: str) -> None:
+    def run_phase(self, context: Any, phase: str) -> None:
         if phase == "init":
             self.initialise(context)
         else:
             self.generation_phase(context, phase)
 
-    def initialise(self, context: Context) -> None:
+    def initialise(self, context: HeuristicContext) -> None:
         """The starting heuristics, then i1 samples up to the population size."""
         library = self.starting_heuristics(context)
         context.population.add(library)
@@ -98,10 +97,10 @@ class Method:
         if missing > 0:
             context.population.add(context.propose([ProposalRequest("i1")] * missing))
 
-    def generation_phase(self, context: Context, phase: str) -> None:
+    def generation_phase(self, context: Any, phase: str) -> None:
         raise NotImplementedError
 
-    def starting_heuristics(self, context: Context) -> list[Candidate]:
+    def starting_heuristics(self, context: HeuristicContext) -> list[Candidate]:
         """The heuristics the config's `library` names (none, the task's seed, or seed + evolved),
         scored and charged."""
         return context.add_library(starting_heuristics(context.task, self.config.library))
@@ -147,14 +146,13 @@ class Method:
     def restore(self, state: dict[str, Any] | None) -> None:
         """Continue from `state()` of the last committed step."""
 
-    def updates(self, context: Context) -> str:
+    def updates(self, context: RunContext) -> str:
         """What the live weights have received so far, in this method's words (held-out lines)."""
         return f"{context.es_updates} ES updates"
 
-    def refill(self, context: Context) -> bool:
-        """With no valid heuristic left, sample a fresh population from scratch; True if it did.
-        Members that are not heuristics keep no population, so there is nothing to refill."""
-        if not self.capabilities.heuristics or context.population.members:
+    def refill(self, context: HeuristicContext) -> bool:
+        """With no valid heuristic left, sample a fresh population from scratch; True if it did."""
+        if context.population.members:
             return False
         context.population.add(context.propose([ProposalRequest("i1")] * self.config.population_size))
         return True
@@ -162,18 +160,18 @@ class Method:
 
 class OneUpdatePerGeneration(Method):
     """ES sizing of the joint methods: a generation is one ES population and ends in one update. On
-    heuristics each member writes one child (`population_size` x k members); on episodes each member
-    is one evaluation (`population_size` members)."""
+    family that writes code each member writes one child (`population_size` x k members); on episodes
+    each member is one evaluation (`population_size` members)."""
 
     uses_weights = True
 
     def es_population(self) -> int:
-        return self.config.population_size if self.capabilities.episodes else super().es_population()
+        return super().es_population() if self.family.writes_code else self.config.population_size
 
     def planned_updates(self) -> int:
-        if self.capabilities.episodes:
-            return math.ceil(self.config.budget / self.config.population_size)
-        return planned_generations(self.config, self.es_population())
+        if self.family.writes_code:
+            return planned_generations(self.config, self.es_population())
+        return math.ceil(self.config.budget / self.config.population_size)
 
 
 def initial_evaluations(config: RunConfig) -> int:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
+from coevo.family import HEURISTICS
 from coevo.methods.base import CROSSOVERS, Method, OneUpdatePerGeneration, mirrored, prompt_id
 from coevo.methods.skill_method import SkillMethod
 from coevo.operators.constants import tunable_values
@@ -37,9 +38,9 @@ from coevo.skills.settings import SkillsSettings
 
 if TYPE_CHECKING:
     from coevo.candidate import Candidate
-    from coevo.context import Context
+    from coevo.context import EpisodeContext, HeuristicContext
+    from coevo.family import Family
     from coevo.run.config import RunConfig
-    from coevo.workload import Capabilities
 
 HINT_TOKENS = 96
 REWRITE_TOKENS = 384
@@ -70,10 +71,11 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
     phases = ("joint",)
     settings_model = CoevoSettings
 
-    def __init__(self, config: RunConfig, capabilities: Capabilities) -> None:
-        super().__init__(config, capabilities)
-        self.evolves_skills = capabilities.episodes or self.settings.library is not None
-        """Whether the members' text is the skill library (else: prompt variants)."""
+    def __init__(self, config: RunConfig, family: Family = HEURISTICS) -> None:
+        super().__init__(config, family)
+        self.evolves_skills = self.settings.library is not None or not family.writes_code
+        """Whether the members' text is the skill library (else: prompt variants, which shape proposal
+        requests and so need a family whose members are code the LLM writes)."""
         slots = self.pair_share * self.settings.prompt_pool
         if not self.evolves_skills and self.es_population() % slots:
             raise ConfigError(
@@ -84,7 +86,7 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
     def prompt_pool(self) -> PromptPool:
         return PromptPool(self.settings.prompt_pool, [self.initial_prompt()])
 
-    def initialise(self, context: Context) -> None:
+    def initialise(self, context: HeuristicContext | EpisodeContext) -> None:
         if self.evolves_skills:
             super().initialise(context)
         else:
@@ -97,17 +99,17 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
         if self.evolves_skills:
             super().restore(state)
 
-    def generation_phase(self, context: Context, phase: str) -> None:
-        if self.refill(context):
+    def generation_phase(self, context: HeuristicContext | EpisodeContext, phase: str) -> None:
+        if self.moves.refill(context):
             return
         if not self.evolves_skills:
             self.prompts_generation(context)
             return
         failed = self.es_generation(context)
-        if self.learns_now(context):
-            self.learn(context, failed)
+        if self.moves.learns_now(context):
+            self.moves.learn(context, failed)
 
-    def prompts_generation(self, context: Context) -> None:
+    def prompts_generation(self, context: HeuristicContext) -> None:
         """One generation of (prompt variant, ES direction) members, then one rewrite of the best variant."""
         population = context.population
         members = context.ask()
@@ -143,7 +145,7 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
 
     def mutate_prompt(
         self,
-        context: Context,
+        context: HeuristicContext,
         children: Sequence[Candidate],
         variants: Sequence[PromptVariant],
         judged_against: Sequence[Candidate],
@@ -194,7 +196,7 @@ def feedback_line(child: Candidate, parent: Candidate, sense: Literal["min", "ma
     )
 
 
-def _reflection_pair(context: Context, children: Sequence[Candidate]) -> tuple[Parent, Parent] | None:
+def _reflection_pair(context: HeuristicContext, children: Sequence[Candidate]) -> tuple[Parent, Parent] | None:
     """(the population's best, the worst valid child below it) to reflect on, or None if no such pair."""
     best = context.population.best
     worse = [c for c in children if c.valid and best is not None and c.fitness < best.fitness]

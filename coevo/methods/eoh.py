@@ -9,7 +9,7 @@ from coevo.operators.eoh_operators import ProposalRequest
 from coevo.population import as_parent
 
 if TYPE_CHECKING:
-    from coevo.context import Context
+    from coevo.context import HeuristicContext
 
 OPERATORS = ("e1", "e2", "m1", "m2")
 
@@ -18,14 +18,14 @@ class EoH(Method):
     name = "eoh"
     phases = OPERATORS
 
-    def generation_phase(self, context: Context, phase: str) -> None:
+    def generation_phase(self, context: HeuristicContext, phase: str) -> None:
         if self.refill(context):
             return
         if phase in CROSSOVERS and not context.population.can_draw(2):
             return
         self.offspring(context, phase)
 
-    def offspring(self, context: Context, operator: str) -> None:
+    def offspring(self, context: HeuristicContext, operator: str) -> None:
         size = 2 if operator in CROSSOVERS else 1
         population = context.population
         requests = [

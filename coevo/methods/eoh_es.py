@@ -12,14 +12,14 @@ from coevo.operators.eoh_operators import ProposalRequest
 from coevo.population import as_parent
 
 if TYPE_CHECKING:
-    from coevo.context import Context
+    from coevo.context import HeuristicContext
 
 
 class EoHES(EoH):
     name = "eoh+es"
     uses_weights = True
 
-    def offspring(self, context: Context, operator: str) -> None:
+    def offspring(self, context: HeuristicContext, operator: str) -> None:
         if operator in CROSSOVERS:
             return super().offspring(context, operator)
         population = context.population

@@ -5,26 +5,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from coevo.family import EPISODES
 from coevo.methods.base import OneUpdatePerGeneration
 
 if TYPE_CHECKING:
-    from coevo.context import Context
-    from coevo.workload import Capabilities
+    from coevo.context import EpisodeContext
 
 
 class ES(OneUpdatePerGeneration):
     name = "es"
     phases = ("es",)
+    families = (EPISODES,)
 
-    @classmethod
-    def runs_on(cls, capabilities: Capabilities) -> bool:
-        return capabilities.episodes
-
-    def initialise(self, context: Context) -> None:
+    def initialise(self, context: EpisodeContext) -> None:
         """No members yet: measure the base weights on the held-out split, to compare with at the end."""
         context.record_heldout("before")
 
-    def generation_phase(self, context: Context, phase: str) -> None:
+    def generation_phase(self, context: EpisodeContext, phase: str) -> None:
         members = context.ask()
         evaluations = context.play(members)
         context.tell(members[: len(evaluations)], [e.reward for e in evaluations])

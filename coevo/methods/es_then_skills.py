@@ -10,15 +10,15 @@ from coevo.methods.base import OneUpdatePerGeneration
 from coevo.methods.skill_method import SkillMethod
 
 if TYPE_CHECKING:
-    from coevo.context import Context
+    from coevo.context import EpisodeContext, HeuristicContext
 
 
 class ESThenSkills(OneUpdatePerGeneration, SkillMethod):
     name = "es-then-skills"
     phases = ("joint",)
 
-    def generation_phase(self, context: Context, phase: str) -> None:
-        if not self.refill(context):
+    def generation_phase(self, context: HeuristicContext | EpisodeContext, phase: str) -> None:
+        if not self.moves.refill(context):
             self.skills.trajectories += self.es_generation(context)
         if not context.budget_left:
-            self.learn(context, self.skills.trajectories)
+            self.moves.learn(context, self.skills.trajectories)

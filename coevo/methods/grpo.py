@@ -15,9 +15,9 @@ from coevo.methods.es import ES
 from coevo.run.config import ConfigError
 
 if TYPE_CHECKING:
-    from coevo.context import Context
+    from coevo.context import EpisodeContext, RunContext
+    from coevo.family import Family
     from coevo.run.config import RunConfig
-    from coevo.workload import Capabilities
 
 
 class GRPO(ES):
@@ -25,8 +25,8 @@ class GRPO(ES):
     phases = ("grpo",)
     extra = ("trl", "rl")
 
-    def __init__(self, config: RunConfig, capabilities: Capabilities) -> None:
-        super().__init__(config, capabilities)
+    def __init__(self, config: RunConfig, family: Family) -> None:
+        super().__init__(config, family)
         self._stepper = None
 
     @property
@@ -34,7 +34,7 @@ class GRPO(ES):
         """GRPO steps taken so far (the stepper counts them; none before it exists)."""
         return self._stepper.steps if self._stepper else 0
 
-    def updates(self, context: Context) -> str:
+    def updates(self, context: RunContext) -> str:
         return f"{self.steps} GRPO steps"
 
     def state(self) -> dict[str, Any]:
@@ -48,22 +48,22 @@ class GRPO(ES):
                 f"a grpo run cannot be resumed after its {state['grpo_steps']} GRPO step(s); start it again"
             )
 
-    def generation_phase(self, context: Context, phase: str) -> None:
+    def generation_phase(self, context: EpisodeContext, phase: str) -> None:
         from coevo.rl.grpo_stepper import GRPOSettings, GRPOStepper
 
-        settings = self.config.workload
+        batch = context.generation_workload()
         if self._stepper is None:
             self._stepper = GRPOStepper(
                 context.llm,
-                settings.env,
-                settings.agent_horizon,
-                settings.episodes,
+                batch.env,
+                batch.horizon,
+                len(batch.seeds),
                 context.run_dir / "grpo",
                 GRPOSettings(num_generations=self.config.population_size),
                 seed=self.config.seed,
             )
         turns_before = self._stepper.turns
-        metrics = self._stepper.step(list(context.generation_workload().seeds))
+        metrics = self._stepper.step(list(batch.seeds))
         with open(context.run_dir / "grpo_history.jsonl", "a", encoding="utf-8") as log:
             log.write(json.dumps({"generation": context.generation, **metrics}) + "\n")
         context.charge(self.config.population_size, self._stepper.turns - turns_before)

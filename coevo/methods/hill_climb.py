@@ -17,7 +17,7 @@ from coevo.operators.eoh_operators import ProposalRequest
 from coevo.population import as_parent
 
 if TYPE_CHECKING:
-    from coevo.context import Context
+    from coevo.context import HeuristicContext
 
 
 class HillClimbSettings(BaseModel):
@@ -36,18 +36,18 @@ class HillClimb(Method):
     phases = ("climb",)
     settings_model = HillClimbSettings
 
-    def initialise(self, context: Context) -> None:
+    def initialise(self, context: HeuristicContext) -> None:
         context.population.add(self.starting_heuristics(context))
         self.restart(context)
 
-    def generation_phase(self, context: Context, phase: str) -> None:
+    def generation_phase(self, context: HeuristicContext, phase: str) -> None:
         if self.restart(context):
             return
         best = as_parent(context.population.best)
         requests = [ProposalRequest(self.settings.operator, (best,))] * self.settings.batch
         context.population.add(context.propose(requests))  # the population keeps an incumbent over an equal
 
-    def restart(self, context: Context) -> bool:
+    def restart(self, context: HeuristicContext) -> bool:
         """Without a valid heuristic to climb from, ask for `batch` fresh ones; True if it did."""
         if context.population.best is not None:
             return False

@@ -10,7 +10,7 @@ from coevo.methods.base import Method
 from coevo.operators.eoh_operators import ProposalRequest
 
 if TYPE_CHECKING:
-    from coevo.context import Context
+    from coevo.context import HeuristicContext
 
 
 class SampleSettings(BaseModel):
@@ -26,8 +26,8 @@ class Sample(Method):
     phases = ("sample",)
     settings_model = SampleSettings
 
-    def initialise(self, context: Context) -> None:
+    def initialise(self, context: HeuristicContext) -> None:
         context.population.add(self.starting_heuristics(context))
 
-    def generation_phase(self, context: Context, phase: str) -> None:
+    def generation_phase(self, context: HeuristicContext, phase: str) -> None:
         context.population.add(context.propose([ProposalRequest("i1")] * self.settings.batch))

@@ -11,7 +11,7 @@ from coevo.methods.sample import Sample
 from coevo.operators.eoh_operators import ProposalRequest
 
 if TYPE_CHECKING:
-    from coevo.context import Context
+    from coevo.context import HeuristicContext
 
 
 class SampleES(Sample):
@@ -24,7 +24,7 @@ class SampleES(Sample):
     def planned_updates(self) -> int:
         return math.ceil(self.config.budget / self.settings.batch)
 
-    def generation_phase(self, context: Context, phase: str) -> None:
+    def generation_phase(self, context: HeuristicContext, phase: str) -> None:
         members = context.ask()
         children = context.propose([ProposalRequest("i1")] * len(members), members)
         context.tell(members[: len(children)], [c.fitness for c in children])

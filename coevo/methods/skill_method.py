@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from coevo.family import EPISODES, HEURISTICS
 from coevo.methods.base import CROSSOVERS, Method, improvement_reward, mirrored
 from coevo.methods.eoh import OPERATORS
 from coevo.population import as_parent
@@ -32,26 +33,27 @@ from coevo.skills.skill_credit import shown_to
 
 if TYPE_CHECKING:
     from coevo.candidate import Candidate
-    from coevo.context import Context
+    from coevo.context import EpisodeContext, HeuristicContext
     from coevo.es.perturbation import Perturbation
+    from coevo.family import Family
     from coevo.run.config import RunConfig
-    from coevo.workload import Capabilities, Member, Trajectory
+    from coevo.workload import Member, Trajectory
 
 Failed = list[tuple[str, "Trajectory"]]
 
 
 class SkillMethod(Method):
-    """A method whose skill library (`coevo.skills.loop.SkillLoop`) is carried across steps."""
+    """A method whose skill library (`coevo.skills.loop.SkillLoop`) is carried across steps, on either
+    family: what differs between them is chosen once, when the method is built (`EpisodeMoves`,
+    `HeuristicMoves` below)."""
 
     settings_model = SkillsSettings
+    families = (HEURISTICS, EPISODES)
 
-    def __init__(self, config: RunConfig, capabilities: Capabilities) -> None:
-        super().__init__(config, capabilities)
+    def __init__(self, config: RunConfig, family: Family = HEURISTICS) -> None:
+        super().__init__(config, family)
         self.skills = SkillLoop(self.settings, config.seed)
-
-    @classmethod
-    def runs_on(cls, capabilities: Capabilities) -> bool:
-        return capabilities.heuristics or capabilities.episodes
+        self.moves: HeuristicMoves | EpisodeMoves = MOVES[family.name](self)
 
     def state(self) -> dict[str, Any] | None:
         return self.skills.state()
@@ -62,65 +64,99 @@ class SkillMethod(Method):
         except LibraryChanged as exc:
             raise ConfigError(str(exc)) from None
 
-    def initialise(self, context: Context) -> None:
-        """Pin the starting library; then on episodes measure it with the base weights on the held-out
-        split, on heuristics keep the code skills whose tests pass and start the population."""
-        if self.capabilities.episodes:
-            self.skills.start(context)
-            context.record_heldout("before")
-            return
-        self.skills.start(context, [self.tests_gate(context)])
-        super().initialise(context)
+    def initialise(self, context: Any) -> None:
+        self.moves.start(context)
 
     def heldout_view(self) -> tuple[Member, str] | None:
         return self.skills.heldout_view()
 
+    def es_generation(self, context: Any) -> Failed:
+        """A shown generation under the ES engine's members, ending in their update; returns the failed."""
+        members = context.ask()
+        failed, residuals = self.moves.shown_generation(context, members)
+        context.tell(members[: len(residuals)], residuals)
+        return failed
+
+
+class EpisodeMoves:
+    """A skill method on episodes: members play the generation's episodes with the library as their text."""
+
+    def __init__(self, method: SkillMethod) -> None:
+        self.method = method
+
+    def start(self, context: EpisodeContext) -> None:
+        """Pin the starting library and measure it with the base weights on the held-out split."""
+        self.method.skills.start(context)
+        context.record_heldout("before")
+
+    def refill(self, context: EpisodeContext) -> bool:
+        """Episodes keep no population, so there is nothing to refill."""
+        return False
+
     def shown_generation(
-        self, context: Context, members: Sequence[Perturbation | None] | None
+        self, context: EpisodeContext, members: Sequence[Perturbation | None] | None
     ) -> tuple[Failed, list[float | None]]:
         """One generation of members shown the library (under ES members if given; otherwise
-        `population_size` of them under the live weights): returns the failed members and the rewards
-        ES is told, each member's reward less its shown skills' additive effects."""
-        if self.capabilities.episodes:
-            evaluations, residuals = self.skills.play(context, members or [None] * self.config.population_size)
-            return failed_trajectories(context.generation, evaluations), residuals
+        `population_size` of them under the live weights): the failed members and the rewards ES is
+        told, each member's reward less its shown skills' additive effects."""
+        method = self.method
+        evaluations, residuals = method.skills.play(context, members or [None] * method.config.population_size)
+        return failed_trajectories(context.generation, evaluations), residuals
+
+    def learns_now(self, context: EpisodeContext) -> bool:
+        """Always: the held-out measurement at the end plays the final library."""
+        return True
+
+    def learn(self, context: EpisodeContext, failed: Sequence[tuple[str, Trajectory]]) -> None:
+        """Edits from the `failed` members through recurrence and the held-out batch."""
+        self.method.skills.learn(context, failed)
+
+
+class HeuristicMoves:
+    """A skill method on heuristics: each member is an EoH child whose request shows its own half of the
+    library as hints."""
+
+    def __init__(self, method: SkillMethod) -> None:
+        self.method = method
+
+    def start(self, context: HeuristicContext) -> None:
+        """Pin the starting library, keep the code skills whose tests pass, and start the population."""
+        self.method.skills.start(context, [self.tests_gate(context)])
+        Method.initialise(self.method, context)
+
+    def refill(self, context: HeuristicContext) -> bool:
+        return self.method.refill(context)
+
+    def shown_generation(
+        self, context: HeuristicContext, members: Sequence[Perturbation] | None
+    ) -> tuple[Failed, list[float | None]]:
+        """One generation of children shown the library, added to the population: the failed children
+        and what ES is told for each."""
         children, improvements, told = self.offspring_shown(context, members)
         context.population.add(children)
         return failed_children(context.generation, children, improvements), list(told)
 
-    def es_generation(self, context: Context) -> Failed:
-        """A shown generation under the ES engine's members, ending in their update; returns the failed."""
-        members = context.ask()
-        failed, residuals = self.shown_generation(context, members)
-        context.tell(members[: len(residuals)], residuals)
-        return failed
+    def learns_now(self, context: HeuristicContext) -> bool:
+        """Only while budget is left for a generation to use the edits."""
+        return context.budget_left > 0
 
-    def learns_now(self, context: Context) -> bool:
-        """Whether a generation's failures are worth learning from: on heuristics only while budget is
-        left for a generation to use the edits; on episodes always, as the held-out measurement at the
-        end plays the final library."""
-        return self.capabilities.episodes or context.budget_left > 0
-
-    def learn(self, context: Context, failed: Sequence[tuple[str, Trajectory]]) -> None:
-        """Edits from the `failed` members through the gates: on episodes recurrence and the held-out
-        batch; on heuristics recurrence, the code skills' sandbox tests and the val score of an m1
-        child of the population's best (none without a valid heuristic to write it from)."""
-        if self.capabilities.episodes:
-            self.skills.learn(context, failed)
-            return
+    def learn(self, context: HeuristicContext, failed: Sequence[tuple[str, Trajectory]]) -> None:
+        """Edits from the `failed` children through recurrence, the code skills' sandbox tests and the
+        val score of an m1 child of the population's best (none without a valid heuristic to write it from)."""
         best = context.population.best
         if best is None:
             return
+        settings = self.method.settings
         with context.evaluator_for("val") as val:
-            heldout = ValScore(context, self.settings, as_parent(best), val, context.sampling_for_call())
-            gates = (RecurrenceGate(self.settings.min_sources), self.tests_gate(context), AcceptanceGate(heldout))
-            self.skills.learn(context, failed, gates)
+            heldout = ValScore(context, settings, as_parent(best), val, context.sampling_for_call())
+            gates = (RecurrenceGate(settings.min_sources), self.tests_gate(context), AcceptanceGate(heldout))
+            self.method.skills.learn(context, failed, gates)
 
-    def tests_gate(self, context: Context) -> CodeTestGate:
+    def tests_gate(self, context: HeuristicContext) -> CodeTestGate:
         return CodeTestGate(SandboxTests(context.evaluator, context.task.seed_code()))
 
     def offspring_shown(
-        self, context: Context, members: Sequence[Perturbation] | None
+        self, context: HeuristicContext, members: Sequence[Perturbation] | None
     ) -> tuple[list[Candidate], list[float], list[float | None]]:
         """One child per request (`population_size` of them, or one per ES member written under it),
         the two members of a mirrored pair shown the same subset of the library, with the same operator
@@ -129,11 +165,12 @@ class SkillMethod(Method):
         (the pair shares its skills, so the engine's pair centring removes their effect exactly), else
         the rewards less the shown skills' additive effects. The shown skills' uses and credit move with
         the rewards."""
-        settings, population = self.settings, context.population
-        ranked = by_credit(self.skills.library)
-        share = 1 if members is None else self.pair_share
-        count = (self.config.population_size if members is None else len(members)) // share
-        subsets = shown_to([s.name for s in ranked], count, self.config.seed, context.generation, settings.show_share)
+        method, population = self.method, context.population
+        settings, config = method.settings, method.config
+        ranked = by_credit(method.skills.library)
+        share = 1 if members is None else method.pair_share
+        count = (config.population_size if members is None else len(members)) // share
+        subsets = shown_to([s.name for s in ranked], count, config.seed, context.generation, settings.show_share)
         requests, judged_against, shown = [], [], []
         for index, subset in enumerate(subsets):
             operator = OPERATORS[index % len(OPERATORS)]
@@ -148,10 +185,17 @@ class SkillMethod(Method):
         requests, judged_against, shown = (mirrored(v, share) for v in (requests, judged_against, shown))
         worst = population.worst_fitness
         children = context.propose(requests, members)
-        rewards = self.es_rewards(judged_against, children, worst)
+        rewards = method.es_rewards(judged_against, children, worst)
         credit = [0.0 if r is None else r for r in rewards]  # none valid: no skill has a contrast
-        residuals = self.skills.record(context.generation, shown[: len(children)], credit)
+        residuals = method.skills.record(context.generation, shown[: len(children)], credit)
         improvements = [
             improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children, strict=False)
         ]
         return children, improvements, rewards if share == 2 else residuals
+
+
+MOVES: dict[str, type[HeuristicMoves] | type[EpisodeMoves]] = {
+    HEURISTICS.name: HeuristicMoves,
+    EPISODES.name: EpisodeMoves,
+}
+"""A skill method's moves on each family it runs on."""

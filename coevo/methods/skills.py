@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING
 from coevo.methods.skill_method import SkillMethod
 
 if TYPE_CHECKING:
-    from coevo.context import Context
+    from coevo.context import EpisodeContext, HeuristicContext
 
 
 class Skills(SkillMethod):
     name = "skills"
     phases = ("skills",)
 
-    def generation_phase(self, context: Context, phase: str) -> None:
-        if self.refill(context):
+    def generation_phase(self, context: HeuristicContext | EpisodeContext, phase: str) -> None:
+        if self.moves.refill(context):
             return
-        failed, _ = self.shown_generation(context, None)
-        if self.learns_now(context):
-            self.learn(context, failed)
+        failed, _ = self.moves.shown_generation(context, None)
+        if self.moves.learns_now(context):
+            self.moves.learn(context, failed)

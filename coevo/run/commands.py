@@ -249,16 +249,16 @@ def _drive_until_done(runner) -> None:
 
 def _held_out(runner, console: Console) -> list[str]:
     """The held-out verdict: the best heuristic against the seed (AHD), or success before and after (agent)."""
-    if runner.capabilities.episodes:
-        from coevo.run.heldout import heldout_lines
+    if runner.family.writes_code:
+        from coevo.run.validation import validate_best
 
-        with console.status(f"measuring the trained weights on the {runner.config.workload.heldout} split"):
-            runner.record_heldout("after")
-        return heldout_lines(runner.heldout)
-    from coevo.run.validation import validate_best
+        with console.status("validating the best heuristic and the seed on the val split"):
+            return validate_best(runner).lines()
+    from coevo.run.heldout import heldout_lines
 
-    with console.status("validating the best heuristic and the seed on the val split"):
-        return validate_best(runner).lines()
+    with console.status(f"measuring the trained weights on the {runner.workload.heldout} split"):
+        runner.record_heldout("after")
+    return heldout_lines(runner.heldout)
 
 
 def _describe(runner) -> str:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationErr
 from coevo.es.shaping import SHAPINGS
 from coevo.es.strategy import build_strategy
 from coevo.extras import install_hint
+from coevo.family import Family
 from coevo.features import FEATURES
 from coevo.plugins import PluginError, normalised
 from coevo.run.backend_registry import backend_class
@@ -35,7 +36,7 @@ from coevo.run.ensemble_config import TEXT_ONLY_METHOD, EnsembleModel
 from coevo.run.method_registry import method_class, method_names
 from coevo.run.model_source import ModelSource
 from coevo.run.workload_registry import settings_model, workload_class, workload_kinds
-from coevo.workload import Capabilities, WorkloadSettings
+from coevo.workload import WorkloadSettings
 
 METHODS = method_names()
 """The built-in method names (`coevo.run.method_registry`); installed packages and specs may name more."""
@@ -278,21 +279,21 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _method_fits_workload(self) -> RunConfig:
-        kind, capabilities = self.workload.kind, self.capabilities
+        kind, family = self.workload.kind, self.family
         method = method_class(self.method)
-        if not method.runs_on(capabilities):
-            fitting = [name for name in METHODS if method_class(name).runs_on(capabilities)]
+        if family not in method.families:
+            fitting = [name for name in METHODS if family in method_class(name).families]
             raise ValueError(
                 f"method {self.method} does not run on the {kind} workload; choose one of: {', '.join(fitting)}"
             )
-        if capabilities.heuristics and self.task is None:
+        if family.writes_code and self.task is None:
             raise ValueError("config key 'task' is required")
         if method.extra is not None and importlib.util.find_spec(method.extra[0]) is None:
             raise ValueError(
                 f"method {self.method} needs the {method.extra[1]!r} extra: {install_hint(method.extra[1])}"
             )
         check_settings(self.method, self.settings)
-        if self.novelty.enabled and not capabilities.heuristics:
+        if self.novelty.enabled and not family.writes_code:
             raise ValueError(f"novelty.enabled checks the code of heuristics, which the {kind} workload does not write")
         return self
 
@@ -329,9 +330,9 @@ class RunConfig(_Section):
         return self.llm.dtype
 
     @property
-    def capabilities(self) -> Capabilities:
-        """What this run's members are, as its workload class declares (`coevo.workload.Capabilities`)."""
-        return workload_class(self.workload.kind).capabilities
+    def family(self) -> Family:
+        """What this run's members are, as its workload class declares (`coevo.family`)."""
+        return workload_class(self.workload.kind).family
 
     @property
     def uses_weights(self) -> bool:
@@ -593,7 +594,7 @@ def check_ensemble(config: RunConfig) -> None:
         raise ValueError(f"llm.ensemble: two models are called {repeated[0]!r}; give one a name")
     if len({config.llm.priced, *(entry.priced for entry in entries)}) > 1:
         raise ValueError("llm.ensemble: set cost_per_completion_token on every model (the run's in [llm]) or on none")
-    if not config.capabilities.heuristics:
+    if not config.family.writes_code:
         raise ValueError(
             f"llm.ensemble shares the heuristic operators' calls, and the {config.workload.kind} workload has none"
         )

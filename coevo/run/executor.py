@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from coevo.extras import install_hint
 from coevo.plugins import PluginError, Registry
 from coevo.run.config import ConfigError
-from coevo.workload import Evaluation, Member, Workload
+from coevo.workload import EpisodeWorkload, Evaluation, HeuristicWorkload, Member
 
 if TYPE_CHECKING:
     from coevo.es.update_log import UpdateRecord
@@ -38,18 +38,28 @@ EXECUTORS = Registry(
 class Executor(Protocol):
     """Plays one generation's members, or scores heuristics, and returns the evaluations in order."""
 
-    def evaluate(
+    def play(
         self,
-        workload: Workload,
+        workload: EpisodeWorkload,
         members: Sequence[Member],
         *,
         generation: int,
         traces: bool,
         history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
-        """`workload` is the driver's view of generation `generation`; a remote executor rebuilds it, and
-        moves its replicas to the members' weights with the ES records `history(since)` gives. Heuristics
-        (the AHD workload) need no weights: a remote executor scores the code `workload` names for each."""
+        """Episodes: `workload` is the driver's view of generation `generation`; a remote executor
+        rebuilds it, and moves its replicas to the members' weights with the ES records `history(since)` gives."""
+        ...
+
+    def score(
+        self,
+        workload: HeuristicWorkload,
+        members: Sequence[Member],
+        *,
+        generation: int,
+        history: Callable[[int], list[UpdateRecord]],
+    ) -> list[Evaluation]:
+        """Heuristics need no weights: a remote executor scores the code `workload` names for each member."""
         ...
 
     def propose(
@@ -77,9 +87,9 @@ class LocalExecutor:
     def from_config(cls, config: RunConfig, address: str | None = None) -> LocalExecutor:
         return cls()
 
-    def evaluate(
+    def play(
         self,
-        workload: Workload,
+        workload: EpisodeWorkload,
         members: Sequence[Member],
         *,
         generation: int,
@@ -87,6 +97,16 @@ class LocalExecutor:
         history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
         return workload.evaluate(members, traces=traces)
+
+    def score(
+        self,
+        workload: HeuristicWorkload,
+        members: Sequence[Member],
+        *,
+        generation: int,
+        history: Callable[[int], list[UpdateRecord]],
+    ) -> list[Evaluation]:
+        return workload.evaluate(members, traces=True)
 
     def propose(
         self,

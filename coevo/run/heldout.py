@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coevo.stats import wilson_interval
-from coevo.workload import MeasuresHeldOut, Member, Workload
+from coevo.workload import EpisodeWorkload, Member
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,11 @@ class SuccessRate:
 
 
 def heldout_success(
-    workload: Workload | MeasuresHeldOut, shown: tuple[Member, str] | None, updates: str, generation: int | None = None
+    workload: EpisodeWorkload, shown: tuple[Member, str] | None, updates: str, generation: int | None = None
 ) -> SuccessRate:
     """The live weights' success rate on the workload's held-out episodes, with the text `shown` (a
     skill method: its whole library as it stands, and its name; the others: none). `updates` says what
     the weights have received, `generation` how far the run was."""
-    if not isinstance(workload, MeasuresHeldOut):
-        raise RuntimeError(f"the {workload.name} workload has no held-out episodes to measure success on")
     played = workload.heldout_episodes(Member("") if shown is None else shown[0])
     library = None if shown is None else shown[1]
     outcomes = tuple(int(e.success) for e in played)

@@ -44,14 +44,14 @@ class MemberReplica:
         from tasks import get_task
 
         config = validate(config_data)
-        episodes = config.capabilities.episodes
-        llm = loaded_llm(config, threads) if episodes or config.uses_weights else None
+        writes_code = config.family.writes_code
+        llm = loaded_llm(config, threads) if config.uses_weights or not writes_code else None
         self.host = build_host(llm, config) if llm is not None and config.uses_weights else None
         self.workload = build_workload(config, llm, self.host)
         self.operators: EoHOperators | None = None
         """The AHD ES operators (None without ES or on the agent workload); a job's sampling and templates
         override theirs."""
-        if not episodes and llm is not None:
+        if writes_code and llm is not None:
             self.operators = EoHOperators(
                 llm,
                 get_task(config.task),

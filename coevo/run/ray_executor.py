@@ -30,7 +30,7 @@ from coevo.es.update_log import UpdateRecord
 from coevo.run.config import ConfigError, RunConfig
 from coevo.run.member_replica import MemberReplica, StaleReplica
 from coevo.run.proposals import ProposalJob, ProposedMember
-from coevo.workload import Evaluation, Member, ScoresCode, Workload
+from coevo.workload import EpisodeWorkload, Evaluation, HeuristicWorkload, Member
 
 MAX_ATTEMPTS = 5
 """Times one member is handed out before the generation fails (each lost worker costs one)."""
@@ -110,18 +110,15 @@ class RayExecutor:
         self.finished = [0] * count
         """Jobs each worker has handed back (how evenly `ray.wait` spread them)."""
 
-    def evaluate(
+    def play(
         self,
-        workload: Workload,
+        workload: EpisodeWorkload,
         members: Sequence[Member],
         *,
         generation: int,
         traces: bool,
         history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
-        if isinstance(workload, ScoresCode):
-            return self._verdicts(workload.codes(members), generation, history)
-
         def submit(actor: Any, lines: tuple[str, ...], index: int) -> Any:
             return self._send(actor.play, lines, generation, index, members[index], traces)
 
@@ -140,10 +137,16 @@ class RayExecutor:
 
         return self._scheduled([job.weights.step for job in jobs], submit, generation, history)
 
-    def _verdicts(
-        self, codes: Sequence[str], generation: int, history: Callable[[int], list[UpdateRecord]]
+    def score(
+        self,
+        workload: HeuristicWorkload,
+        members: Sequence[Member],
+        *,
+        generation: int,
+        history: Callable[[int], list[UpdateRecord]],
     ) -> list[Evaluation]:
         """Each distinct heuristic scored once, by the sandbox of the next free worker; verdicts in order."""
+        codes = workload.codes(members)
         unique = list(dict.fromkeys(codes))
 
         def submit(actor: Any, lines: tuple[str, ...], index: int) -> Any:

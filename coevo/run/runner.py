@@ -1,7 +1,8 @@
 """The runner: the one loop every method shares.
 
 A method is a policy (`coevo.methods`, named in `coevo.run.method_registry`); the runner provides the
-services of its context (`coevo.context.Context`) and nothing more is visible to it: proposing
+services of its family's context (`coevo.context`), and the method sees it through that protocol alone
+(`coevo.run.context_view`): proposing
 heuristics with the LLM (under the current weights, or one perturbation per request), scoring them
 through the executor and the workload protocol (`coevo.workload`; the AHD workload runs them in the
 sandbox, here or on the executor's workers), the ES engine, the budget, and the store. A run is a
@@ -44,6 +45,7 @@ from coevo.parent_sampling import ParentSampling
 from coevo.population import PromptVariant
 from coevo.run.build import build_host, build_workload, configured_evaluator
 from coevo.run.config import ConfigError, PopulationSettings, RunConfig
+from coevo.run.context_view import ContextView
 from coevo.run.executor import Executor, LocalExecutor
 from coevo.run.heldout import SuccessRate, heldout_success
 from coevo.run.method_registry import method_class
@@ -51,16 +53,7 @@ from coevo.run.model_choice import operators_llm
 from coevo.run.novelty_gate import NoveltyGate, ProposalCall
 from coevo.run.proposals import ProposalJob, propose_member
 from coevo.run.store import RunStore, StoreHistory
-from coevo.workload import (
-    Capabilities,
-    Evaluation,
-    Generational,
-    MeasuresHeldOut,
-    Member,
-    ScoresCode,
-    Workload,
-    capabilities_of,
-)
+from coevo.workload import EpisodeWorkload, Evaluation, Member, Workload
 from tasks import get_task
 from tasks.base import SplitName
 
@@ -106,7 +99,10 @@ class Runner:
         self.operators = self._operators()
         self.host: WeightsHost | None = build_host(llm, config) if config.uses_weights else None
         self.workload: Workload = workload or build_workload(config, llm, self.host, run_dir / "eval-cache")
-        self.method: Policy = method_class(config.method)(config, self.capabilities)
+        self.family = config.family
+        """What the run's members are: the method sees the runner through this family's context."""
+        self.method: Policy = method_class(config.method)(config, self.family)
+        self.context = ContextView(self, self.family.context)
         self.population = IslandPopulation(config.population_size, population_structure(config.population))
         self.prompts = self.method.prompt_pool()
         self.rng = np.random.default_rng(config.seed)
@@ -178,7 +174,7 @@ class Runner:
             self.engine.history = StoreHistory(self.store, self.step)
         self.store.begin_step()
         try:
-            self.method.run_phase(self, phase)
+            self.method.run_phase(self.context, phase)
             generation, self.phase = self.generation, self.phase + 1
             if phase == "init" or self.phase == len(self.method.phases):
                 self.generation, self.phase = self.generation + 1, 0
@@ -194,11 +190,7 @@ class Runner:
         if self.phase == 0 and self.on_generation is not None:
             self.on_generation(self)
 
-    # --- the context methods receive (coevo.context.Context) ---------------------------------------
-    @property
-    def capabilities(self) -> Capabilities:
-        return capabilities_of(self.workload)
-
+    # --- the services of the contexts methods receive (coevo.context) ------------------------------
     @property
     def es_updates(self) -> int:
         return 0 if self.engine is None else self.engine.step
@@ -243,7 +235,7 @@ class Runner:
             replace(view, weights=self._weights_ref(p))
             for view, p in zip(views, perturbations[: self.budget_left], strict=False)
         ]
-        evaluations = self.executor.evaluate(
+        evaluations = self.executor.play(
             self.generation_workload(),
             members,
             generation=self.generation,
@@ -253,10 +245,9 @@ class Runner:
         self.charge(len(members), sum(e.llm_calls for e in evaluations))
         return evaluations
 
-    def generation_workload(self) -> Workload:
-        """The workload over this generation's instances (a generational one moves its window on)."""
-        workload = self.workload
-        return workload.at_generation(self.generation) if isinstance(workload, Generational) else workload
+    def generation_workload(self) -> EpisodeWorkload:
+        """The episode workload over this generation's episodes (its window moved on)."""
+        return self.workload.at_generation(self.generation)
 
     def charge(self, evaluations: int, llm_calls: int = 0) -> None:
         """Count evaluations a method spent on its own (never past the budget), and the LLM calls they
@@ -310,7 +301,9 @@ class Runner:
         in the step state under `when` ("before", a generation of the learning curve, "after"); the
         "after" figure, measured once the steps are done, also goes to the store's `heldout` meta key."""
         finished = max(self.generation - 1, 0)  # generation 0 (init) changes no weights
-        measured = heldout_success(self.workload, self.method.heldout_view(), self.method.updates(self), finished)
+        measured = heldout_success(
+            self.workload, self.method.heldout_view(), self.method.updates(self.context), finished
+        )
         self.heldout[when] = asdict(measured)
         if when == "after":
             self.store.set_meta("heldout", json.dumps(self.heldout))
@@ -319,8 +312,10 @@ class Runner:
     def _measure_curve(self, finished_generation: int) -> None:
         """Held-out success every `workload.heldout_every` generations of a run that measured its base
         weights; not after the last one, which the run's "after" figure measures."""
-        every = self.workload.heldout_every if isinstance(self.workload, MeasuresHeldOut) else None
-        if every and "before" in self.heldout and finished_generation % every == 0 and not self.finished:
+        if "before" not in self.heldout:  # only episode runs measure their base weights
+            return
+        every = self.workload.heldout_every
+        if every and finished_generation % every == 0 and not self.finished:
             self.record_heldout(f"generation {finished_generation}")
 
     def sampling_for_call(self) -> SamplingParams:
@@ -340,10 +335,7 @@ class Runner:
 
     @property
     def evaluator(self) -> Evaluator:
-        """The sandbox of a workload that scores code, for callers that reach it themselves (code skills'
-        tests, tests)."""
-        if not isinstance(self.workload, ScoresCode):
-            raise RuntimeError(f"the {self.workload.name} workload scores no code, so it has no evaluator")
+        """The sandbox of the heuristic workload, for callers that reach it themselves (code skills' tests)."""
         return self.workload.evaluator
 
     def weights_sha256(self) -> str | None:
@@ -417,9 +409,7 @@ class Runner:
     def _verdicts(self, heuristics: list[Member]) -> list[Evaluation]:
         """Heuristics scored by the executor (this process's sandbox, or its workers'); the store keeps
         the episodes."""
-        return self.executor.evaluate(
-            self.workload, heuristics, generation=self.generation, traces=True, history=self.store.es_records
-        )
+        return self.executor.score(self.workload, heuristics, generation=self.generation, history=self.store.es_records)
 
     def _generate(
         self, requests: list[ProposalRequest], jobs: list[ProposalJob] | None, sampling: SamplingParams

@@ -5,7 +5,8 @@
 ``package.module:Class``. A workload class declares
   * ``settings_model``: its `[workload]` keys beyond `kind`, a subclass of
     `coevo.workload.WorkloadSettings` (None: no keys of its own);
-  * ``capabilities``: what its members are (`coevo.workload.Capabilities`), which the methods ask;
+  * ``family``: what its members are (`coevo.family`: HEURISTICS or EPISODES); the class must offer
+    every member of its family's workload protocol, checked here, when it loads;
   * ``from_config(config, llm, host, cache_dir)``: the workload a run of `config` scores on.
 The config checks the table with the model and the runner and Ray workers build through
 `coevo.run.build.build_workload`, so nothing else names a kind.
@@ -13,22 +14,23 @@ The config checks the table with the model and the runner and Ray workers build 
 
 from __future__ import annotations
 
+from coevo.family import Family
 from coevo.plugins import Registry
-from coevo.workload import Capabilities, WorkloadSettings
+from coevo.workload import WorkloadSettings
 
 
 def _requires(cls: type) -> str | None:
     model = getattr(cls, "settings_model", None)
-    if (
-        callable(getattr(cls, "from_config", None))
-        and isinstance(getattr(cls, "capabilities", None), Capabilities)
-        and (model is None or (isinstance(model, type) and issubclass(model, WorkloadSettings)))
+    family = getattr(cls, "family", None)
+    if not callable(getattr(cls, "from_config", None)) or not (
+        model is None or (isinstance(model, type) and issubclass(model, WorkloadSettings))
     ):
-        return None
-    return (
-        "it needs capabilities, from_config and settings_model: None or a subclass of"
-        " coevo.workload.WorkloadSettings"
-    )
+        return "it needs from_config and settings_model: None or a subclass of coevo.workload.WorkloadSettings"
+    if not isinstance(family, Family):
+        return "it needs a family: coevo.family.HEURISTICS or EPISODES"
+    if missing := family.missing(cls):
+        return f"a workload of the {family.name} family also needs {', '.join(missing)}"
+    return None
 
 
 WORKLOADS = Registry("coevo.workloads", "workload", _requires)

@@ -29,7 +29,7 @@ from coevo.skills.skill import Skill
 from coevo.workload import Trajectory, Turn
 
 if TYPE_CHECKING:
-    from coevo.context import Context
+    from coevo.context import HeuristicContext
     from coevo.skills.settings import SkillsSettings
 
 
@@ -63,7 +63,7 @@ class ValScore:
     seed so only the library differs. An unusable or invalid child scores -inf. Not charged to the
     budget (as the agent workload's held-out episodes are not); its LLM calls are recorded."""
 
-    context: Context
+    context: HeuristicContext
     settings: SkillsSettings
     parent: Parent
     val: Evaluator

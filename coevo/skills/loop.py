@@ -37,7 +37,7 @@ from coevo.skills.skill_credit import credited, shown_to
 from coevo.workload import Evaluation, Member, Trajectory
 
 if TYPE_CHECKING:
-    from coevo.context import Context
+    from coevo.context import EpisodeContext, RunContext
     from coevo.es.perturbation import Perturbation
 
 SUCCESS = 1.0
@@ -55,7 +55,7 @@ class SkillLoop:
     trajectories: list[tuple[str, Trajectory]] = field(default_factory=list)
     """Failed trajectories kept for a later distillation (es-then-skills)."""
 
-    def start(self, context: Context, gates: Sequence[Gate] = ()) -> None:
+    def start(self, context: RunContext, gates: Sequence[Gate] = ()) -> None:
         """Generation 0: load the configured library and pin its skills' hashes in the step state; with
         `gates`, each starting skill is kept only if they pass it (the refused ones are buffered)."""
         loaded = starting_library(self.settings.library)
@@ -68,7 +68,7 @@ class SkillLoop:
         return render_prompt(by_credit(self.library), self.settings.prompt_tokens)
 
     def play(
-        self, context: Context, perturbations: Sequence[Perturbation | None]
+        self, context: EpisodeContext, perturbations: Sequence[Perturbation | None]
     ) -> tuple[list[Evaluation], list[float | None]]:
         """The members' evaluations, each member shown its own subset of the library (`shown_to`), and
         the rewards ES is told: each member's reward less its skills' estimated effects. The shown
@@ -103,10 +103,10 @@ class SkillLoop:
         return view, f"{self.library.hash[:12]} ({names})"
 
     def learn(
-        self, context: Context, failed: Sequence[tuple[str, Trajectory]], gates: Sequence[Gate] | None = None
+        self, context: RunContext, failed: Sequence[tuple[str, Trajectory]], gates: Sequence[Gate] | None = None
     ) -> None:
         """Propose edits from `failed` trajectories, admit the ones `gates` pass (default: recurrence,
-        then the held-out batch of the agent workload), export the library."""
+        then the held-out batch of the agent workload, which needs an `EpisodeContext`), export the library."""
         settings = self.settings
         sampling = replace(context.sampling_for_call(), max_new_tokens=settings.answer_tokens)
         proposer = EditProposer(context.llm, sampling, settings.analyses, settings.max_edits)
@@ -160,7 +160,7 @@ def member_view(skills: Sequence[Skill], settings: SkillsSettings) -> tuple[Memb
     return Member("", retrieve=text_for), frozenset(s.name for s in skills)
 
 
-def heldout_score(context: Context, settings: SkillsSettings, library: Library) -> float:
+def heldout_score(context: EpisodeContext, settings: SkillsSettings, library: Library) -> float:
     """Mean reward of the whole `library` as the text, under the live weights, on the gate's val batch."""
     view, _ = member_view(by_credit(library), settings)
     gate = context.workload.on_split("val", settings.heldout_episodes)

@@ -113,7 +113,7 @@ def run_trial(
             runner.on_progress = on_progress
             best = runner.run()
             trial.set_user_attr("end_weights_sha256", runner.weights_sha256())
-            if runner.capabilities.episodes:
+            if not runner.family.writes_code:
                 return TrialState.COMPLETE, heldout_value(runner, trial)
     except optuna.TrialPruned:
         return TrialState.PRUNED, None

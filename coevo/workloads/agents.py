@@ -25,9 +25,10 @@ from pydantic import Field, field_validator, model_validator
 from coevo.candidate import WeightsRef
 from coevo.es.perturbation import Perturbation
 from coevo.es.protocols import WeightsHost
+from coevo.family import EPISODES
 from coevo.llm.base import AGENT_SAMPLING, SamplingParams
 from coevo.plugins import normalised
-from coevo.workload import EPISODES, Evaluation, Member, Trajectory, Turn, WorkloadSettings
+from coevo.workload import Evaluation, Member, Trajectory, Turn, WorkloadSettings
 from tasks.agents import (
     Episode,
     Prompt,
@@ -121,7 +122,7 @@ class AgentWorkload:
     batched: bool = True
     """Play low-rank members together; False plays them one after another (what batching must equal)."""
     sense = "max"
-    capabilities = EPISODES
+    family = EPISODES
     settings_model = AgentSettings
 
     @classmethod

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from coevo.candidate import Sense
 from coevo.evaluate.evaluator import EvalResult, Evaluator
+from coevo.family import HEURISTICS
 from coevo.operators.fingerprint import code_fingerprint
 from coevo.operators.records import direction
 from coevo.run.build import configured_evaluator
-from coevo.workload import HEURISTICS, Evaluation, Member
+from coevo.workload import Evaluation, Member
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,9 +30,12 @@ if TYPE_CHECKING:
 class AHDWorkload:
     """The `Workload` over one `Evaluator` (one task, split and instance set)."""
 
-    capabilities = HEURISTICS
+    family = HEURISTICS
     settings_model = None
     """`[workload]` takes no key beyond `kind`: the task and `[eval]` say what is scored."""
+    name: str
+    sense: Sense
+    evaluator: Evaluator
 
     @classmethod
     def from_config(
