@@ -154,7 +154,7 @@ class ReplicaExecutor(LocalExecutor):
         self.proposed += len(jobs)
         return [self.replica.propose([r.to_json() for r in history(0)], job) for job in jobs]
 
-    def evaluate(self, workload, members, *, generation, traces, history):
+    def score(self, workload, members, *, generation, history):
         self.scored += len(members)
         return [self.replica.score(code) for code in workload.codes(members)]
 
