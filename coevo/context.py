@@ -12,6 +12,7 @@ each service without touching any method. The skill loops (`coevo.skills`) take 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -30,6 +31,26 @@ if TYPE_CHECKING:
     from coevo.population import PromptPool, PromptVariant
     from coevo.workload import EpisodeWorkload, Evaluation, HeuristicWorkload, Member
     from tasks.base import SplitName, Task
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a method may know of the run beyond its own `[settings]`: its seed and budget, the
+    population it keeps, how it starts, and how ES pairs and rewards its members. A method is built
+    from these and its settings, never from the whole config."""
+
+    seed: int
+    budget: int
+    population_size: int
+    library: str = "seed"
+    """What the population starts from: none, the task's seed, or seed + evolved (`heuristics/`)."""
+    init_samples: int | None = None
+    """i1 samples in generation 0 (None: fill the population after the library)."""
+    antithetic: bool = True
+    """ES members come in mirrored pairs (+eps, -eps) that share their text."""
+    reward: str = "quality"
+    """What ES is told for a heuristic: its quality, or its improvement on its parent."""
+    directions_per_parent: int = 1
 
 
 class RunContext(Protocol):

@@ -12,7 +12,7 @@ from test_code_skills import HELPER, LESSON, code_skill
 
 from coevo.family import EPISODES, HEURISTICS
 from coevo.llm.base import Completion
-from coevo.methods.coevo import Coevo
+from coevo.run.build import build_method
 from coevo.run.config import RunConfig, validate
 from coevo.run.session import resume_run, start_run
 from coevo.skills import Library, save_library
@@ -64,9 +64,9 @@ def library(tmp_path: Path) -> Path:
 
 
 def test_ahd_coevo_evolves_the_skill_library_only_when_the_config_names_one(library: Path) -> None:
-    assert Coevo(run_config("coevo", library), HEURISTICS).evolves_skills
-    assert not Coevo(run_config("coevo", None), HEURISTICS).evolves_skills, "without a library: prompt variants"
-    assert Coevo(run_config("coevo", None), EPISODES).evolves_skills, "episodes always show the library"
+    assert build_method(run_config("coevo", library), HEURISTICS).evolves_skills
+    assert not build_method(run_config("coevo", None), HEURISTICS).evolves_skills, "without a library: prompt variants"
+    assert build_method(run_config("coevo", None), EPISODES).evolves_skills, "episodes always show the library"
     assert run_config("es-then-skills", None).uses_weights and run_config("coevo", library).uses_weights
 
 

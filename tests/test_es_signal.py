@@ -18,9 +18,9 @@ from coevo.es.engine import ESConfig, ESEngine
 from coevo.es.host import TorchWeightsHost
 from coevo.family import HEURISTICS
 from coevo.llm.base import SamplingParams
-from coevo.methods.coevo import Coevo
 from coevo.operators.templates import default_templates
 from coevo.population import Population, PromptPool, PromptVariant
+from coevo.run.build import build_method
 from coevo.run.config import ConfigError, validate
 
 DIMENSIONS = 4
@@ -115,7 +115,7 @@ def update_cosine(seed: int, antithetic: bool, reward: str = "quality") -> tuple
             "settings": {"prompt_pool": 4, "operators": ["m1"]},
         }
     )
-    method = Coevo(config, HEURISTICS)
+    method = build_method(config, HEURISTICS)
     model = torch.nn.Linear(DIMENSIONS, 1, bias=False)
     torch.nn.init.zeros_(model.weight)
     engine = ESEngine(
@@ -172,4 +172,4 @@ def test_a_population_that_does_not_fill_whole_pairs_per_variant_is_refused():
         }
     )
     with pytest.raises(ConfigError, match=r"multiple of 6 \(2 members a pair x settings.prompt_pool 3\)"):
-        Coevo(config, HEURISTICS)
+        build_method(config, HEURISTICS)

@@ -12,8 +12,8 @@ from test_runner import config
 from coevo.family import EPISODES, HEURISTICS
 from coevo.methods.coevo import CoevoSettings
 from coevo.methods.sample import SampleSettings
+from coevo.run.build import build_method
 from coevo.run.config import ConfigError, validate
-from coevo.run.method_registry import method_class
 from coevo.run.session import resume_run, start_run
 from coevo.run.store import RunStore
 from coevo.skills.settings import SkillsSettings
@@ -82,16 +82,16 @@ def test_the_former_top_level_method_keys_point_to_settings(key: str, value, exp
 
 
 def test_each_methods_settings_reach_it() -> None:
-    sample = method_class("sample+es")(config("sample+es", settings={"batch": 5}), HEURISTICS)
+    sample = build_method(config("sample+es", settings={"batch": 5}), HEURISTICS)
     assert sample.settings == SampleSettings(batch=5) and sample.es_population() == 5
-    coevo = method_class("coevo")(config("coevo", settings={"prompt_pool": 2, "operators": ["tune"]}), HEURISTICS)
+    coevo = build_method(config("coevo", settings={"prompt_pool": 2, "operators": ["tune"]}), HEURISTICS)
     assert coevo.settings == CoevoSettings(prompt_pool=2, operators=("tune",))
     assert coevo.prompt_pool().size == 2 and not coevo.evolves_skills
-    skills = method_class("skills")(config("skills", **AGENT, settings={"analyses": 3, "min_sources": 1}), EPISODES)
+    skills = build_method(config("skills", **AGENT, settings={"analyses": 3, "min_sources": 1}), EPISODES)
     assert skills.skills.settings == SkillsSettings(analyses=3, min_sources=1)
-    climb = method_class("hill-climb")(config("hill-climb", settings={"operator": "m2"}), HEURISTICS)
+    climb = build_method(config("hill-climb", settings={"operator": "m2"}), HEURISTICS)
     assert (climb.settings.operator, climb.settings.batch) == ("m2", 1)
-    assert method_class("eoh")(config("eoh"), HEURISTICS).prompt_pool().size == 1
+    assert build_method(config("eoh"), HEURISTICS).prompt_pool().size == 1
 
 
 def test_sample_writes_batches_of_its_settings_batch(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_tune_knobs_set_the_methods_own_table_and_are_refused_for_a_method_witho
     tune = '[tune]\nprompt_pool = {choices = [1, 2]}\noperators = {choices = [["m1"], ["tune"]]}\n'
     path.write_text('method = "coevo"\n' + base + tune)
     trial = validate(load_space(path).with_values({"prompt_pool": 2, "operators": ("tune",)}))
-    assert method_class("coevo")(trial, HEURISTICS).settings == CoevoSettings(prompt_pool=2, operators=("tune",))
+    assert build_method(trial, HEURISTICS).settings == CoevoSettings(prompt_pool=2, operators=("tune",))
     path.write_text('method = "sample"\n' + base + tune)
     with pytest.raises(ConfigError) as caught:
         load_space(path)

@@ -17,9 +17,9 @@ from coevo.family import EPISODES, HEURISTICS, Family
 from coevo.islands import IslandPopulation
 from coevo.llm.base import SamplingParams
 from coevo.llm.ledger import BudgetLedger
+from coevo.run.build import build_method
 from coevo.run.config import validate
 from coevo.run.context_view import ContextView
-from coevo.run.method_registry import method_class
 from coevo.workload import Evaluation, Trajectory, Turn
 from tasks import get_task
 
@@ -165,7 +165,8 @@ def test_every_method_runs_a_generation_on_a_fake_context_of_its_family(name: st
     if name == "coevo" and family is HEURISTICS:
         data["settings"] = {"prompt_pool": 2}
     config = validate(data)
-    method = method_class(name)(config, family)
+    method = build_method(config, family)
+    assert not hasattr(method, "config"), "a method holds its settings and the run's facts, not the whole config"
     fake = fake_context(method, family, config.budget, tmp_path)
     context = ContextView(fake, family.context)
     method.run_phase(context, "init")
@@ -200,4 +201,4 @@ def test_a_method_reaches_only_its_familys_services(tmp_path: Path) -> None:
 def test_a_method_is_built_for_the_families_it_names_only() -> None:
     config = validate({"method": "eoh", "task": "tsp_construct", "model": "scripted_llm:build", "budget": 4})
     with pytest.raises(ValueError, match="method eoh does not run on episodes played in an environment"):
-        method_class("eoh")(config, EPISODES)
+        build_method(config, EPISODES)

@@ -2,8 +2,9 @@
 and the rewards the joint methods tell ES.
 
 A method is a policy over the context of its workload's family (`coevo.context`, `coevo.family`): it
-never sees the run loop. It names the families it runs on and is built from the run's config and the
-run's family; a method that runs on both chooses its family's moves once, when it is built.
+never sees the run loop. It names the families it runs on and is built from its own validated
+`[settings]`, the run's facts (`coevo.context.RunFacts`: seed, budget, population, ES pairing) and the
+run's family, never from the whole config; a method that runs on both chooses its family's moves once, when it is built.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ from coevo.run.starting_heuristics import starting_heuristics
 
 if TYPE_CHECKING:
     from coevo.candidate import Candidate
-    from coevo.context import HeuristicContext, RunContext
-    from coevo.run.config import RunConfig
+    from coevo.context import HeuristicContext, RunContext, RunFacts
     from coevo.workload import Member
 
 CROSSOVERS = ("e1", "e2")
@@ -74,12 +74,13 @@ class Method:
     extra: ClassVar[tuple[str, str] | None] = None
     """(module, pip extra) an optional dependency the method needs, checked before any model loads."""
 
-    def __init__(self, config: RunConfig, family: Family = HEURISTICS) -> None:
+    def __init__(self, settings: Any, facts: RunFacts, family: Family = HEURISTICS) -> None:
+        """`settings`: the method's `[settings]` table, validated by its `settings_model` (None without one)."""
         if family not in self.families:
             raise ValueError(f"method {self.name} does not run on {family.members}")
-        self.config = config
+        self.settings = settings
+        self.facts = facts
         self.family = family
-        self.settings = None if self.settings_model is None else self.settings_model.model_validate(config.settings)
 
     def run_phase(self, context: Any, phase: str) -> None:
         if phase == "init":
@@ -91,9 +92,9 @@ class Method:
         """The starting heuristics, then i1 samples up to the population size."""
         library = self.starting_heuristics(context)
         context.population.add(library)
-        missing = self.config.init_samples
+        missing = self.facts.init_samples
         if missing is None:
-            missing = self.config.population_size - len(library)
+            missing = self.facts.population_size - len(library)
         if missing > 0:
             context.population.add(context.propose([ProposalRequest("i1")] * missing))
 
@@ -103,25 +104,25 @@ class Method:
     def starting_heuristics(self, context: HeuristicContext) -> list[Candidate]:
         """The heuristics the config's `library` names (none, the task's seed, or seed + evolved),
         scored and charged."""
-        return context.add_library(starting_heuristics(context.task, self.config.library))
+        return context.add_library(starting_heuristics(context.task, self.facts.library))
 
     # ES sizing and rewards; methods without weights never ask.
     @property
     def pair_share(self) -> int:
         """Members that share one text, parent and sampling seed: 2 with mirrored pairs, else 1."""
-        return 2 if self.config.es.antithetic else 1
+        return 2 if self.facts.antithetic else 1
 
     def es_rewards(
         self, judged_against: Sequence[Candidate], children: Sequence[Candidate], worst: float
     ) -> list[float | None]:
         """What ES is told for each child: its quality (the default), or the reference's improvement on
         the parent it was judged against (`es.reward = "improvement"`, `worst` the population's worst)."""
-        if self.config.es.reward == "quality":
+        if self.facts.reward == "quality":
             return quality_rewards(children)
         return [improvement_reward(p.fitness, c.fitness, worst) for p, c in zip(judged_against, children, strict=False)]
 
     def es_population(self) -> int:
-        return self.config.population_size * self.config.es.directions_per_parent
+        return self.facts.population_size * self.facts.directions_per_parent
 
     def planned_updates(self) -> int:
         return 1
@@ -154,7 +155,7 @@ class Method:
         """With no valid heuristic left, sample a fresh population from scratch; True if it did."""
         if context.population.members:
             return False
-        context.population.add(context.propose([ProposalRequest("i1")] * self.config.population_size))
+        context.population.add(context.propose([ProposalRequest("i1")] * self.facts.population_size))
         return True
 
 
@@ -166,24 +167,24 @@ class OneUpdatePerGeneration(Method):
     uses_weights = True
 
     def es_population(self) -> int:
-        return super().es_population() if self.family.writes_code else self.config.population_size
+        return super().es_population() if self.family.writes_code else self.facts.population_size
 
     def planned_updates(self) -> int:
         if self.family.writes_code:
-            return planned_generations(self.config, self.es_population())
-        return math.ceil(self.config.budget / self.config.population_size)
+            return planned_generations(self.facts, self.es_population())
+        return math.ceil(self.facts.budget / self.facts.population_size)
 
 
-def initial_evaluations(config: RunConfig) -> int:
+def initial_evaluations(facts: RunFacts) -> int:
     """What generation 0 spends: the library (one seed; evolved extras are not counted) and i1 samples."""
-    library = 0 if config.library == "none" else 1
-    samples = config.population_size - library if config.init_samples is None else config.init_samples
+    library = 0 if facts.library == "none" else 1
+    samples = facts.population_size - library if facts.init_samples is None else facts.init_samples
     return library + max(samples, 0)
 
 
-def planned_generations(config: RunConfig, per_generation: int) -> int:
+def planned_generations(facts: RunFacts, per_generation: int) -> int:
     """Generations the budget allows after generation 0, at least one."""
-    return max(1, math.ceil((config.budget - initial_evaluations(config)) / per_generation))
+    return max(1, math.ceil((facts.budget - initial_evaluations(facts)) / per_generation))
 
 
 def prompt_id(templates: PromptTemplates, notes: str) -> str:

@@ -38,9 +38,8 @@ from coevo.skills.settings import SkillsSettings
 
 if TYPE_CHECKING:
     from coevo.candidate import Candidate
-    from coevo.context import EpisodeContext, HeuristicContext
+    from coevo.context import EpisodeContext, HeuristicContext, RunFacts
     from coevo.family import Family
-    from coevo.run.config import RunConfig
 
 HINT_TOKENS = 96
 REWRITE_TOKENS = 384
@@ -71,8 +70,8 @@ class Coevo(OneUpdatePerGeneration, SkillMethod):
     phases = ("joint",)
     settings_model = CoevoSettings
 
-    def __init__(self, config: RunConfig, family: Family = HEURISTICS) -> None:
-        super().__init__(config, family)
+    def __init__(self, settings: CoevoSettings, facts: RunFacts, family: Family = HEURISTICS) -> None:
+        super().__init__(settings, facts, family)
         self.evolves_skills = self.settings.library is not None or not family.writes_code
         """Whether the members' text is the skill library (else: prompt variants, which shape proposal
         requests and so need a family whose members are code the LLM writes)."""

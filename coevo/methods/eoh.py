@@ -30,9 +30,9 @@ class EoH(Method):
         population = context.population
         requests = [
             ProposalRequest(operator, tuple(as_parent(p) for p in population.select(context.rng, size)))
-            for _ in range(self.config.population_size)
+            for _ in range(self.facts.population_size)
         ]
         population.add(context.propose(requests))
 
     def planned_updates(self) -> int:
-        return 2 * planned_generations(self.config, 2 * self.config.population_size + 2 * self.es_population())
+        return 2 * planned_generations(self.facts, 2 * self.facts.population_size + 2 * self.es_population())

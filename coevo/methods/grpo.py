@@ -15,9 +15,8 @@ from coevo.methods.es import ES
 from coevo.run.config import ConfigError
 
 if TYPE_CHECKING:
-    from coevo.context import EpisodeContext, RunContext
+    from coevo.context import EpisodeContext, RunContext, RunFacts
     from coevo.family import Family
-    from coevo.run.config import RunConfig
 
 
 class GRPO(ES):
@@ -25,8 +24,8 @@ class GRPO(ES):
     phases = ("grpo",)
     extra = ("trl", "rl")
 
-    def __init__(self, config: RunConfig, family: Family) -> None:
-        super().__init__(config, family)
+    def __init__(self, settings: None, facts: RunFacts, family: Family) -> None:
+        super().__init__(settings, facts, family)
         self._stepper = None
 
     @property
@@ -59,11 +58,11 @@ class GRPO(ES):
                 batch.horizon,
                 len(batch.seeds),
                 context.run_dir / "grpo",
-                GRPOSettings(num_generations=self.config.population_size),
-                seed=self.config.seed,
+                GRPOSettings(num_generations=self.facts.population_size),
+                seed=self.facts.seed,
             )
         turns_before = self._stepper.turns
         metrics = self._stepper.step(list(batch.seeds))
         with open(context.run_dir / "grpo_history.jsonl", "a", encoding="utf-8") as log:
             log.write(json.dumps({"generation": context.generation, **metrics}) + "\n")
-        context.charge(self.config.population_size, self._stepper.turns - turns_before)
+        context.charge(self.facts.population_size, self._stepper.turns - turns_before)

@@ -22,7 +22,7 @@ class SampleES(Sample):
         return self.settings.batch
 
     def planned_updates(self) -> int:
-        return math.ceil(self.config.budget / self.settings.batch)
+        return math.ceil(self.facts.budget / self.settings.batch)
 
     def generation_phase(self, context: HeuristicContext, phase: str) -> None:
         members = context.ask()

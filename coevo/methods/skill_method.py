@@ -33,10 +33,9 @@ from coevo.skills.skill_credit import shown_to
 
 if TYPE_CHECKING:
     from coevo.candidate import Candidate
-    from coevo.context import EpisodeContext, HeuristicContext
+    from coevo.context import EpisodeContext, HeuristicContext, RunFacts
     from coevo.es.perturbation import Perturbation
     from coevo.family import Family
-    from coevo.run.config import RunConfig
     from coevo.workload import Member, Trajectory
 
 Failed = list[tuple[str, "Trajectory"]]
@@ -50,9 +49,9 @@ class SkillMethod(Method):
     settings_model = SkillsSettings
     families = (HEURISTICS, EPISODES)
 
-    def __init__(self, config: RunConfig, family: Family = HEURISTICS) -> None:
-        super().__init__(config, family)
-        self.skills = SkillLoop(self.settings, config.seed)
+    def __init__(self, settings: SkillsSettings, facts: RunFacts, family: Family = HEURISTICS) -> None:
+        super().__init__(settings, facts, family)
+        self.skills = SkillLoop(settings, facts.seed)
         self.moves: HeuristicMoves | EpisodeMoves = MOVES[family.name](self)
 
     def state(self) -> dict[str, Any] | None:
@@ -100,7 +99,7 @@ class EpisodeMoves:
         `population_size` of them under the live weights): the failed members and the rewards ES is
         told, each member's reward less its shown skills' additive effects."""
         method = self.method
-        evaluations, residuals = method.skills.play(context, members or [None] * method.config.population_size)
+        evaluations, residuals = method.skills.play(context, members or [None] * method.facts.population_size)
         return failed_trajectories(context.generation, evaluations), residuals
 
     def learns_now(self, context: EpisodeContext) -> bool:
@@ -166,11 +165,11 @@ class HeuristicMoves:
         the rewards less the shown skills' additive effects. The shown skills' uses and credit move with
         the rewards."""
         method, population = self.method, context.population
-        settings, config = method.settings, method.config
+        settings, facts = method.settings, method.facts
         ranked = by_credit(method.skills.library)
         share = 1 if members is None else method.pair_share
-        count = (config.population_size if members is None else len(members)) // share
-        subsets = shown_to([s.name for s in ranked], count, config.seed, context.generation, settings.show_share)
+        count = (facts.population_size if members is None else len(members)) // share
+        subsets = shown_to([s.name for s in ranked], count, facts.seed, context.generation, settings.show_share)
         requests, judged_against, shown = [], [], []
         for index, subset in enumerate(subsets):
             operator = OPERATORS[index % len(OPERATORS)]

@@ -1,22 +1,33 @@
-"""What a run is built of, from its config alone: the LLM backend, the weights host and the workload.
+"""What a run is built of, from its config alone: the method, the LLM backend, the weights host and the workload.
 The local runner and a Ray worker build them with the same calls, so a worker's replica is the driver's;
-the workload and the backend are each one registry lookup (`coevo.workloads`, `coevo.backends`), so
-nothing here names a kind.
+the method, the workload and the backend are each one registry lookup (`coevo.methods`, `coevo.workloads`,
+`coevo.backends`), so nothing here names a kind.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from coevo.context import Policy
 from coevo.es.protocols import WeightsHost
 from coevo.evaluate.evaluator import Evaluator
+from coevo.family import Family
 from coevo.llm.base import LLM, WeightsBackend
 from coevo.plugins import PluginError
 from coevo.run.backend_registry import backend_class
 from coevo.run.config import ConfigError, RunConfig
+from coevo.run.method_registry import method_class
 from coevo.run.workload_registry import workload_class
 from coevo.workload import Workload
 from tasks.base import SplitName
+
+
+def build_method(config: RunConfig, family: Family) -> Policy:
+    """The config's method for a run of `family`, built from its own `[settings]` (validated by its
+    `settings_model`) and the run's facts: a method never holds the whole config."""
+    cls = method_class(config.method)
+    settings = None if cls.settings_model is None else cls.settings_model.model_validate(config.settings)
+    return cls(settings, config.facts, family)
 
 
 def build_workload(

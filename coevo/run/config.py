@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
+from coevo.context import RunFacts
 from coevo.es.shaping import SHAPINGS
 from coevo.es.strategy import build_strategy
 from coevo.extras import install_hint
@@ -333,6 +334,21 @@ class RunConfig(_Section):
     def family(self) -> Family:
         """What this run's members are, as its workload class declares (`coevo.family`)."""
         return workload_class(self.workload.kind).family
+
+    @property
+    def facts(self) -> RunFacts:
+        """What a method may know of this run beyond its `[settings]` (`coevo.context.RunFacts`)."""
+        es = self.es
+        return RunFacts(
+            self.seed,
+            self.budget,
+            self.population_size,
+            self.library,
+            self.init_samples,
+            es.antithetic,
+            es.reward,
+            es.directions_per_parent,
+        )
 
     @property
     def uses_weights(self) -> bool:

@@ -43,12 +43,11 @@ from coevo.operators.eoh_operators import EoHOperators, ProposalRequest
 from coevo.operators.records import Proposal, Rejection, TextProposal
 from coevo.parent_sampling import ParentSampling
 from coevo.population import PromptVariant
-from coevo.run.build import build_host, build_workload, configured_evaluator
+from coevo.run.build import build_host, build_method, build_workload, configured_evaluator
 from coevo.run.config import ConfigError, PopulationSettings, RunConfig
 from coevo.run.context_view import ContextView
 from coevo.run.executor import Executor, LocalExecutor
 from coevo.run.heldout import SuccessRate, heldout_success
-from coevo.run.method_registry import method_class
 from coevo.run.model_choice import operators_llm
 from coevo.run.novelty_gate import NoveltyGate, ProposalCall
 from coevo.run.proposals import ProposalJob, propose_member
@@ -101,7 +100,7 @@ class Runner:
         self.workload: Workload = workload or build_workload(config, llm, self.host, run_dir / "eval-cache")
         self.family = config.family
         """What the run's members are: the method sees the runner through this family's context."""
-        self.method: Policy = method_class(config.method)(config, self.family)
+        self.method: Policy = build_method(config, self.family)
         self.context = ContextView(self, self.family.context)
         self.population = IslandPopulation(config.population_size, population_structure(config.population))
         self.prompts = self.method.prompt_pool()
