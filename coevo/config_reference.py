@@ -32,7 +32,6 @@ def config_reference() -> str:
     """docs/config.md as markdown: the run config's keys by section, the `[tune]` knobs, the ES engine's."""
     from coevo.es.engine import ESConfig
     from coevo.run.config import RunConfig
-    from coevo.tune.space import KNOBS
 
     lines = [
         "# Config reference",
@@ -51,7 +50,7 @@ def config_reference() -> str:
     lines += _method_settings()
     lines += _workload_tables()
     lines += ["## The `[tune]` table", ""]
-    lines += _tune_table(KNOBS)
+    lines += _TUNE_TABLE
     lines += [
         "## Python API: `coevo.es.engine.ESConfig`",
         "",
@@ -266,21 +265,30 @@ def _workload_tables() -> list[str]:
     return lines
 
 
-def _tune_table(knobs: dict[str, tuple[tuple[str, ...], str]]) -> list[str]:
-    return [
-        "`coevo tune CONFIG.toml` searches the knobs its `[tune]` table names; the rest of the file is the",
-        "base config of every trial. A numeric knob takes a range, `{low = ..., high = ..., log = true}`",
-        "(optionally `step`), or `choices = [...]`; a choices knob takes `choices` only. Every range end and",
-        "choice is validated as a full run config before the first trial.",
-        "",
-        "| knob | sets | takes |",
-        "| --- | --- | --- |",
-        *(f"| `{name}` | `{'.'.join(path)}` | {_KNOB_KINDS[kind]} |" for name, (path, kind) in knobs.items()),
-        "",
-    ]
-
-
-_KNOB_KINDS = {"float": "a range or choices", "int": "a range of whole numbers or choices", "choices": "choices"}
+_TUNE_TABLE = [
+    "`coevo tune CONFIG.toml` searches the keys its `[tune]` table names; the rest of the file is the",
+    "base config of every trial. A knob is any key above by its dotted path, quoted where it has dots;",
+    "for instance (each knob where the base config has that method, workload kind or ES strategy):",
+    "",
+    "```toml",
+    "[tune]",
+    '"es.sigma" = {low = 5e-4, high = 1e-2, log = true}',
+    "population_size = {choices = [4, 8]}",
+    '"settings.prompt_pool" = {choices = [1, 2, 4]}  # method = "coevo"',
+    '"workload.episodes" = {low = 2, high = 8, step = 2}  # workload.kind = "agent"',
+    '"es.strategy_options.top_share" = {low = 0.25, high = 1.0}  # es.strategy = "ars"',
+    "```",
+    "",
+    "The path is checked against the model that owns it (the run config's sections, the method's",
+    "`[settings]`, the workload kind's `[workload]`, the ES strategy's options); an unknown key exits 2",
+    "with one line naming the table and the keys it has. The key's type says what it takes: an int key",
+    "a range of whole numbers, `{low = ..., high = ..., log = true}` (optionally `step`), or",
+    "`choices = [...]`; a float key a range or choices; any other key (bool, string, one of fixed",
+    "values, a list) choices only, a list's choices as lists. Every range end and choice is validated",
+    "as a full run config before the first trial.",
+    "",
+]
+"""The `[tune]` section: tune reads the models above, so it has no keys of its own to list."""
 
 
 def _cell(text: str) -> str:

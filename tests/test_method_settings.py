@@ -120,13 +120,15 @@ def test_a_run_stored_with_the_former_top_level_keys_resumes_as_it_would_have(tm
 def test_tune_knobs_set_the_methods_own_table_and_are_refused_for_a_method_without_the_key(tmp_path: Path) -> None:
     path = tmp_path / "study.toml"
     base = 'task = "tsp_construct"\nmodel = "scripted_llm:build"\nbudget = 12\npopulation_size = 8\n'
-    tune = '[tune]\nprompt_pool = {choices = [1, 2]}\noperators = {choices = [["m1"], ["tune"]]}\n'
+    tune = (
+        '[tune]\n"settings.prompt_pool" = {choices = [1, 2]}\n"settings.operators" = {choices = [["m1"], ["tune"]]}\n'
+    )
     path.write_text('method = "coevo"\n' + base + tune)
-    trial = validate(load_space(path).with_values({"prompt_pool": 2, "operators": ("tune",)}))
+    trial = validate(load_space(path).with_values({"settings.prompt_pool": 2, "settings.operators": ("tune",)}))
     assert build_method(trial, HEURISTICS).settings == CoevoSettings(prompt_pool=2, operators=("tune",))
     path.write_text('method = "sample"\n' + base + tune)
     with pytest.raises(ConfigError) as caught:
         load_space(path)
     assert str(caught.value) == (
-        "tune.prompt_pool = 1: unknown config key 'settings.prompt_pool' for method sample (a key of coevo)"
+        'tune."settings.prompt_pool": no field prompt_pool in [settings] (SampleSettings); known: batch'
     )

@@ -240,7 +240,7 @@ def test_tune_runs_trials_on_a_task_from_a_file(capsys, tmp_path, monkeypatch):
     config = tmp_path / "tune.toml"
     config.write_text(
         PLUGIN_RUN.format(method="coevo", task="my_tsp.py:MyTSP")
-        + "[tune]\nsigma = {low = 1e-3, high = 1e-1, log = true}\n"
+        + '[tune]\n"es.sigma" = {low = 1e-3, high = 1e-1, log = true}\n'
     )
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(

@@ -41,7 +41,7 @@ antithetic = false  # the scripted LLM ignores the weights: a mirrored pair answ
 
 TUNE = """
 [tune]
-sigma = {low = 1e-3, high = 1e-1, log = true}
+"es.sigma" = {low = 1e-3, high = 1e-1, log = true}
 population_size = {choices = [4, 8]}
 """
 
@@ -84,16 +84,17 @@ def stored_evaluations(run_dir: str) -> int:
 @pytest.mark.parametrize(
     ("tune", "message"),
     [
-        ("[tune]\ntemperature = {low = 0.1, high = 1.0}\n", "unknown tune knob 'temperature'"),
-        ("[tune]\nsigma = {low = 1e-2, high = 1e-3}\n", "tune.sigma: needs numbers low < high"),
-        ("[tune]\nalpha = {low = 0, high = 1e-3, log = true}\n", "a log range needs low > 0"),
+        ('[tune]\n"es.sigmaa" = {low = 0.1, high = 1.0}\n', 'tune."es.sigmaa": no field sigmaa in [es] (ESSettings)'),
+        ("[tune]\nsigma = {low = 0.1, high = 1.0}\n", "tune.sigma: no field sigma in the run config (RunConfig)"),
+        ('[tune]\n"es.sigma" = {low = 1e-2, high = 1e-3}\n', 'tune."es.sigma": needs numbers low < high'),
+        ('[tune]\n"es.alpha" = {low = 0, high = 1e-3, log = true}\n', "a log range needs low > 0"),
         ("[tune]\npopulation_size = {low = 1, high = 8}\n", "tune.population_size = 1: config key 'population_size'"),
-        ('[tune]\nshaping = {choices = ["zscore", "rank"]}\n', "tune.shaping = rank:"),
-        ('[tune]\noperators = {choices = [["m1"], ["x9"]]}\n', "tune.operators = x9:"),
-        ("[tune]\nsigma = {choices = []}\n", "choices must be a non-empty list"),
-        ("[tune]\nsigma = {low = 1e-3, high = 1e-2, spread = 2}\n", "a range takes low, high"),
-        ("[tune]\nscope = {low = 1, high = 2}\n", "tune.scope takes choices"),
-        ("[tune]\nprompt_pool = {low = 1, high = 2.5}\n", "tune.prompt_pool is a whole number"),
+        ('[tune]\n"es.shaping" = {choices = ["zscore", "rank"]}\n', 'tune."es.shaping" = rank:'),
+        ('[tune]\n"settings.operators" = {choices = [["m1"], ["x9"]]}\n', 'tune."settings.operators" = x9:'),
+        ('[tune]\n"es.sigma" = {choices = []}\n', "choices must be a non-empty list"),
+        ('[tune]\n"es.sigma" = {low = 1e-3, high = 1e-2, spread = 2}\n', "a range takes low, high"),
+        ('[tune]\n"es.scope" = {low = 1, high = 2}\n', 'tune."es.scope" is not an int or float key'),
+        ('[tune]\n"settings.prompt_pool" = {low = 1, high = 2.5}\n', 'tune."settings.prompt_pool" is a whole number'),
         ("", "has no [tune] table"),
     ],
 )
@@ -126,7 +127,7 @@ def test_a_four_trial_study_runs_each_trial_from_the_base_weights_and_exports_th
     best = max(trials, key=lambda t: t.value)
     assert study.best_trial.number == best.number
     exported = load_config(directory / "best.toml")
-    assert exported.es.sigma == best.params["sigma"] and exported.population_size == best.params["population_size"]
+    assert exported.es.sigma == best.params["es.sigma"] and exported.population_size == best.params["population_size"]
     assert exported.budget == 12 and exported.eval.limit == 3
     store = RunStore.open(Path(best.user_attrs["run_dir"]))
     answer, _ = store.answer()
@@ -144,7 +145,7 @@ AGENT = (
 
 
 def test_a_study_on_episodes_is_worth_held_out_success_and_tunes_the_episodes(tmp_path: Path, capsys) -> None:
-    tune = "[tune]\nalpha = {low = 1e-2, high = 1e-1, log = true}\nepisodes = {choices = [1, 2]}\n"
+    tune = '[tune]\n"es.alpha" = {low = 1e-2, high = 1e-1, log = true}\n"workload.episodes" = {choices = [1, 2]}\n'
     directory = tmp_path / "study"
     code, out, err = run_cli(
         capsys,
@@ -173,10 +174,10 @@ def test_a_study_on_episodes_is_worth_held_out_success_and_tunes_the_episodes(tm
 
 
 def test_a_crashing_trial_is_recorded_failed_and_the_study_goes_on(tmp_path: Path) -> None:
-    setup = setup_for(tmp_path, '[tune]\nscope = {choices = ["full", "^no_such_parameter$"]}\n')
+    setup = setup_for(tmp_path, '[tune]\n"es.scope" = {choices = ["full", "^no_such_parameter$"]}\n')
     study = open_study(setup)
     for scope in ("full", "^no_such_parameter$", "full"):
-        study.enqueue_trial({"scope": scope})
+        study.enqueue_trial({"es.scope": scope})
     study = run_study(setup, trials=3)
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
     assert "no_such_parameter" in study.trials[1].user_attrs["error"]
@@ -218,12 +219,12 @@ PRUNING_BASE = (
 def test_median_pruning_stops_a_trial_that_falls_behind(tmp_path: Path) -> None:
     """sigma = 10 turns the scripted LLM's members into poor or broken heuristics from generation 1 on."""
     path = tmp_path / "prune.toml"
-    path.write_text(PRUNING_BASE + "[tune]\nsigma = {low = 1e-4, high = 10.0, log = true}\n")
+    path.write_text(PRUNING_BASE + '[tune]\n"es.sigma" = {low = 1e-4, high = 10.0, log = true}\n')
     directory = tmp_path / "study"
     setup = StudySetup(load_space(path), directory, f"journal:{directory / 'j.log'}", "s", "median", startup_trials=2)
     study = open_study(setup)
     for sigma in (1e-3, 2e-3, 10.0):
-        study.enqueue_trial({"sigma": sigma})
+        study.enqueue_trial({"es.sigma": sigma})
     study = run_study(setup, trials=3)
     good, _, bad = study.trials
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED]
@@ -243,13 +244,13 @@ def test_wilcoxon_pruning_pairs_instances_with_the_best_trial(tmp_path: Path) ->
     pytest.importorskip("scipy", reason="the Wilcoxon pruner needs scipy")
     path = tmp_path / "prune.toml"
     path.write_text(
-        PRUNING_BASE.replace("limit = 3", "limit = 8") + "[tune]\nsigma = {low = 1e-4, high = 10.0, log = true}\n"
+        PRUNING_BASE.replace("limit = 3", "limit = 8") + '[tune]\n"es.sigma" = {low = 1e-4, high = 10.0, log = true}\n'
     )
     directory = tmp_path / "study"
     setup = StudySetup(load_space(path), directory, f"journal:{directory / 'j.log'}", "s", "wilcoxon")
     study = open_study(setup)
     for sigma in (1e-3, 10.0):
-        study.enqueue_trial({"sigma": sigma})
+        study.enqueue_trial({"es.sigma": sigma})
     study = run_study(setup, trials=2)
     good, bad = study.trials
     assert [good.state, bad.state] == [TrialState.COMPLETE, TrialState.PRUNED]

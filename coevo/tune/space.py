@@ -1,9 +1,11 @@
 """The `[tune]` table of a config: which run knobs a study searches, and over what.
 
-Each entry names a knob and either a range (`{low, high, log?, step?}`) or a list of `choices`;
-everything else in the file is the base config every trial starts from. The table is checked
-before any trial runs: every range end and every choice is validated as a full run config, so a
-study cannot discover a bad value hours in.
+Each entry names a key of the run config by its dotted path (`"es.sigma"`, `"settings.prompt_pool"`,
+`"workload.episodes"`, `population_size`) and either a range (`{low, high, log?, step?}`) or a list
+of `choices`; everything else in the file is the base config every trial starts from. The table is
+checked before any trial runs: each path against the model that owns it (`coevo.tune.paths`), whose
+field type says whether it takes a range, and every range end and every choice as a full run config,
+so a study cannot discover a bad value hours in.
 """
 
 from __future__ import annotations
@@ -17,29 +19,19 @@ import optuna
 
 from coevo.run.config import ConfigError, RunConfig, plugin_paths_from, read_toml, validate
 from coevo.run.session import check_task
-
-KNOBS: dict[str, tuple[tuple[str, ...], str]] = {
-    "sigma": (("es", "sigma"), "float"),
-    "sigma_final": (("es", "sigma_final"), "float"),
-    "alpha": (("es", "alpha"), "float"),
-    "population_size": (("population_size",), "int"),
-    "episodes": (("workload", "episodes"), "int"),
-    "scope": (("es", "scope"), "choices"),
-    "shaping": (("es", "shaping"), "choices"),
-    "prompt_pool": (("settings", "prompt_pool"), "int"),
-    "operators": (("settings", "operators"), "choices"),
-}
-"""Knob name in `[tune]` -> (its key path in the run config, what it ranges over: float, int or choices only)."""
+from coevo.tune.paths import Kind, knob_kind, tune_key
 
 _RANGE_KEYS = {"low", "high", "log", "step"}
 
 
 @dataclass(frozen=True)
 class Knob:
-    """One searched knob: a numeric range, or categorical choices (lists travel as joined strings,
-    since Optuna's categorical values must be scalars)."""
+    """One searched knob, named by its dotted path in the run config (also its Optuna parameter's
+    name): a numeric range, or categorical choices (lists travel as joined strings, since Optuna's
+    categorical values must be scalars)."""
 
     name: str
+    kind: Kind
     low: float | None = None
     high: float | None = None
     log: bool = False
@@ -48,14 +40,14 @@ class Knob:
 
     @property
     def path(self) -> tuple[str, ...]:
-        return KNOBS[self.name][0]
+        return tuple(self.name.split("."))
 
     def suggest(self, trial: optuna.Trial) -> Any:
         if self.choices:
             labels = [_label(choice) for choice in self.choices]
             picked = trial.suggest_categorical(self.name, labels)
             return self.choices[labels.index(picked)]
-        if KNOBS[self.name][1] == "int":
+        if self.kind == "int":
             return trial.suggest_int(self.name, self.low, self.high, step=self.step or 1, log=self.log)
         return trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)
 
@@ -102,46 +94,61 @@ def load_space(path: Path) -> TuneSpace:
     data = plugin_paths_from(read_toml(path), path.parent)
     table = data.pop("tune", None)
     if not isinstance(table, dict) or not table:
-        raise ConfigError(f"{path} has no [tune] table naming the knobs to search ({', '.join(KNOBS)})")
-    check_task(validate(data))  # a broken problem fails here, in one line, not in every trial
-    space = TuneSpace(data, tuple(_knob(name, spec) for name, spec in table.items()))
+        raise ConfigError(
+            f'{path} has no [tune] table naming the keys to search, e.g. "es.sigma" = {{low = .., high = ..}}'
+        )
+    base = validate(data)
+    check_task(base)  # a broken problem fails here, in one line, not in every trial
+    knobs = _knob_specs(table)
+    space = TuneSpace(data, tuple(_knob(name, knob_kind(base, name), spec) for name, spec in knobs.items()))
     for knob in space.knobs:
         for value in knob.extremes():
             try:
                 validate(space.with_values({knob.name: value}))
             except ConfigError as exc:
-                raise ConfigError(f"tune.{knob.name} = {_label(value)}: {exc}") from None
+                raise ConfigError(f"{tune_key(knob.name)} = {_label(value)}: {exc}") from None
     return space
 
 
-def _knob(name: str, spec: Any) -> Knob:
-    if name not in KNOBS:
-        raise ConfigError(f"unknown tune knob {name!r}; known: {', '.join(KNOBS)}")
+def _knob_specs(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted path -> spec. A key written unquoted (`es.sigma = {..}`, or a `[tune.es]` table) is the
+    same path to TOML, which nests it: a table holding only tables and none of a spec's keys is a
+    group of knobs, opened here."""
+    specs: dict[str, Any] = {}
+    for key, spec in table.items():
+        group = isinstance(spec, dict) and spec and all(isinstance(v, dict) for v in spec.values())
+        if group and not spec.keys() & {*_RANGE_KEYS, "choices"}:
+            specs |= _knob_specs(spec, f"{prefix}{key}.")
+        else:
+            specs[prefix + key] = spec
+    return specs
+
+
+def _knob(name: str, kind: Kind, spec: Any) -> Knob:
     if not isinstance(spec, dict):
-        raise ConfigError(f"tune.{name} must be a table: {{low = .., high = ..}} or {{choices = [..]}}")
+        raise ConfigError(f"{tune_key(name)} must be a table: {{low = .., high = ..}} or {{choices = [..]}}")
     if "choices" in spec:
         choices = spec["choices"]
         if set(spec) != {"choices"} or not isinstance(choices, list) or not choices:
-            raise ConfigError(f"tune.{name}: choices must be a non-empty list, alone in its table")
+            raise ConfigError(f"{tune_key(name)}: choices must be a non-empty list, alone in its table")
         if len({_label(c) for c in choices}) < len(choices):
-            raise ConfigError(f"tune.{name}: choices repeat")
-        return Knob(name, choices=tuple(tuple(c) if isinstance(c, list) else c for c in choices))
-    kind = KNOBS[name][1]
+            raise ConfigError(f"{tune_key(name)}: choices repeat")
+        return Knob(name, kind, choices=tuple(tuple(c) if isinstance(c, list) else c for c in choices))
     if kind == "choices":
-        raise ConfigError(f"tune.{name} takes choices = [..], not a range")
+        raise ConfigError(f"{tune_key(name)} is not an int or float key: it takes choices = [..], not a range")
     unknown = set(spec) - _RANGE_KEYS
     if unknown or not {"low", "high"} <= set(spec):
-        raise ConfigError(f"tune.{name}: a range takes low, high and optionally log, step (got {', '.join(spec)})")
+        raise ConfigError(f"{tune_key(name)}: a range takes low, high and optionally log, step (got {', '.join(spec)})")
     low, high, log, step = spec["low"], spec["high"], spec.get("log", False), spec.get("step")
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high)) or not low < high:
-        raise ConfigError(f"tune.{name}: needs numbers low < high, got low = {low!r}, high = {high!r}")
+        raise ConfigError(f"{tune_key(name)}: needs numbers low < high, got low = {low!r}, high = {high!r}")
     if not isinstance(log, bool) or (log and low <= 0):
-        raise ConfigError(f"tune.{name}: log must be true or false, and a log range needs low > 0")
+        raise ConfigError(f"{tune_key(name)}: log must be true or false, and a log range needs low > 0")
     if kind == "int" and not all(isinstance(v, int) for v in (low, high, step or 1)):
-        raise ConfigError(f"tune.{name} is a whole number: low, high and step must be integers")
+        raise ConfigError(f"{tune_key(name)} is a whole number: low, high and step must be integers")
     if step is not None and (log or not isinstance(step, int | float) or step <= 0):
-        raise ConfigError(f"tune.{name}: step must be a positive number, and not with log = true")
-    return Knob(name, low=low, high=high, log=log, step=step)
+        raise ConfigError(f"{tune_key(name)}: step must be a positive number, and not with log = true")
+    return Knob(name, kind, low=low, high=high, log=log, step=step)
 
 
 def _label(choice: Any) -> Any:

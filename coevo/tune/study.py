@@ -171,7 +171,7 @@ def export_best(setup: StudySetup, study: optuna.Study) -> Path | None:
 
 
 def to_toml(data: dict[str, Any]) -> str:
-    """TOML for config data (scalars, lists, one level of tables), as `coevo run` reads it."""
+    """TOML for config data (scalars, lists, tables; a table within a table inline), as `coevo run` reads it."""
     top = [f"{key} = {_toml_value(value)}" for key, value in data.items() if not isinstance(value, dict)]
     tables = [
         f"\n[{key}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in value.items())
@@ -186,6 +186,8 @@ def _toml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, str):
         return json.dumps(value)
     return repr(value)
