@@ -89,7 +89,7 @@ def test_workload_temperature_zero_decodes_greedily_so_members_differ_only_by_we
     def actions(temperature: str) -> list[tuple[str, ...]]:
         text = CONFIG + (f"temperature = {temperature}\n" if temperature else "")
         config = load_config(_toml(tmp_path, text))
-        workload = AgentWorkload.from_config(config, build_tiny_agent())
+        workload = AgentWorkload.build(config.workload, config.facts, build_tiny_agent())
         played = workload.evaluate([Member(""), Member("")], traces=True)
         return [tuple(turn.action for t in e.trajectories for turn in t.turns) for e in played]
 

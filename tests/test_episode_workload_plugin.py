@@ -42,8 +42,8 @@ class Coins:
     settings_model = CoinSettings
 
     @classmethod
-    def from_config(cls, config, llm, host=None, cache_dir=None):
-        return cls(tuple(range(100)), config.workload.episodes)
+    def build(cls, settings, facts, llm, host=None, sandbox=None):
+        return cls(tuple(range(100)), settings.episodes)
 
     def at_generation(self, generation):
         start = (generation - 1) * self.window
@@ -77,7 +77,7 @@ class NoHeldOut:
     name, sense = "no-held-out", "max"
 
     @classmethod
-    def from_config(cls, config, llm, host=None, cache_dir=None):
+    def build(cls, settings, facts, llm, host=None, sandbox=None):
         return cls()
 
     def evaluate(self, members, *, traces=False):

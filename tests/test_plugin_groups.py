@@ -39,8 +39,8 @@ class Lengths:
         self.target = target
 
     @classmethod
-    def from_config(cls, config, llm, host=None, cache_dir=None):
-        return cls(config.workload.target)
+    def build(cls, settings, facts, llm, host=None, sandbox=None):
+        return cls(settings.target)
 
     evaluator = None  # no sandbox: a text's length needs none
 
@@ -73,7 +73,7 @@ class NoVerdicts:
     name, sense = "no-verdicts", "min"
 
     @classmethod
-    def from_config(cls, config, llm, host=None, cache_dir=None):
+    def build(cls, settings, facts, llm, host=None, sandbox=None):
         return cls()
 
     def evaluate(self, members, *, traces=False):
@@ -149,7 +149,7 @@ def test_a_users_workload_is_validated_by_its_own_model_and_built_by_build_workl
     assert one_line_error({**data, "workload": {"kind": spec, "target": 0}}).startswith(
         "config key 'workload.target': Input should be greater than or equal to 1"
     )
-    assert "is not a workload (it needs from_config" in one_line_error({**data, "workload": {"kind": f"{spec[:-7]}NoBuilder"}})
+    assert "is not a workload (it needs build" in one_line_error({**data, "workload": {"kind": f"{spec[:-7]}NoBuilder"}})
     assert one_line_error({**data, "workload": {"kind": f"{spec[:-7]}NoVerdicts"}}).endswith(
         "is not a workload (a workload of the heuristics family also needs codes, evaluator, verdicts)"
     )

@@ -6,6 +6,7 @@ the method, the workload and the backend are each one registry lookup (`coevo.me
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from coevo.context import Policy
@@ -33,9 +34,11 @@ def build_method(config: RunConfig, family: Family) -> Policy:
 def build_workload(
     config: RunConfig, llm: LLM | None, host: WeightsHost | None = None, cache_dir: Path | None = None
 ) -> Workload:
-    """The workload a run's `[workload]` table names, built by its class from the config, played or
-    written by `llm` under `host`'s weights (`cache_dir`: where it may cache verdicts)."""
-    return workload_class(config.workload.kind).from_config(config, llm, host, cache_dir)
+    """The workload a run's `[workload]` table names, built by its class from its own settings and the
+    run's facts, played or written by `llm` under `host`'s weights, with the run's sandbox at hand for
+    code it scores (`cache_dir`: where that sandbox caches verdicts)."""
+    sandbox = partial(configured_evaluator, config, config.eval.split, cache_dir)
+    return workload_class(config.workload.kind).build(config.workload, config.facts, llm, host, sandbox)
 
 
 def configured_evaluator(config: RunConfig, split: SplitName, cache_dir: Path | None = None) -> Evaluator:

@@ -7,7 +7,9 @@
     `coevo.workload.WorkloadSettings` (None: no keys of its own);
   * ``family``: what its members are (`coevo.family`: HEURISTICS or EPISODES); the class must offer
     every member of its family's workload protocol, checked here, when it loads;
-  * ``from_config(config, llm, host, cache_dir)``: the workload a run of `config` scores on.
+  * ``build(settings, facts, llm, host, sandbox)``: the workload a run scores on, from its own validated
+    `[workload]` table, the run's facts (`coevo.context.RunFacts`), the LLM and weights host members
+    play or write under, and `sandbox()`, the task's evaluator under the run's eval settings.
 The config checks the table with the model and the runner and Ray workers build through
 `coevo.run.build.build_workload`, so nothing else names a kind.
 """
@@ -22,10 +24,10 @@ from coevo.workload import WorkloadSettings
 def _requires(cls: type) -> str | None:
     model = getattr(cls, "settings_model", None)
     family = getattr(cls, "family", None)
-    if not callable(getattr(cls, "from_config", None)) or not (
+    if not callable(getattr(cls, "build", None)) or not (
         model is None or (isinstance(model, type) and issubclass(model, WorkloadSettings))
     ):
-        return "it needs from_config and settings_model: None or a subclass of coevo.workload.WorkloadSettings"
+        return "it needs build and settings_model: None or a subclass of coevo.workload.WorkloadSettings"
     if not isinstance(family, Family):
         return "it needs a family: coevo.family.HEURISTICS or EPISODES"
     if missing := family.missing(cls):

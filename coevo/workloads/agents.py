@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
@@ -44,9 +44,8 @@ from tasks.agents.rollout import PerRequestLLM, Policy, turn_request
 from tasks.agents.splits import env_seeds, verify_split
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from coevo.run.config import RunConfig
+    from coevo.context import RunFacts
+    from coevo.evaluate.evaluator import Evaluator
 
 FAILURE_REASONS_SHOWN = 3
 
@@ -126,19 +125,23 @@ class AgentWorkload:
     settings_model = AgentSettings
 
     @classmethod
-    def from_config(
-        cls, config: RunConfig, llm: PerRequestLLM, host: WeightsHost | None = None, cache_dir: Path | None = None
+    def build(
+        cls,
+        settings: AgentSettings,
+        facts: RunFacts,
+        llm: PerRequestLLM,
+        host: WeightsHost | None = None,
+        sandbox: Callable[[], Evaluator] | None = None,
     ) -> AgentWorkload:
-        """The environment's search episodes in windows of `workload.episodes`, played by `llm` under
-        `host`'s weights (episodes are not cached: `cache_dir` is unused)."""
-        settings: AgentSettings = config.workload
+        """The environment's search episodes in windows of `settings.episodes`, played by `llm` under
+        `host`'s weights (no code is scored: `sandbox` is unused)."""
         return cls(
             llm,
             settings.env,
             settings.agent_horizon,
             tuple(env_seeds(settings.env, "search")),
             host=host,
-            seed=config.seed,
+            seed=facts.seed,
             window=settings.episodes,
             heldout=settings.heldout,
             heldout_limit=settings.heldout_episodes,

@@ -8,7 +8,7 @@ cache, so a cosmetic copy never costs sandbox time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from coevo.candidate import Sense
@@ -16,15 +16,12 @@ from coevo.evaluate.evaluator import EvalResult, Evaluator
 from coevo.family import HEURISTICS
 from coevo.operators.fingerprint import code_fingerprint
 from coevo.operators.records import direction
-from coevo.run.build import configured_evaluator
-from coevo.workload import Evaluation, Member
+from coevo.workload import Evaluation, Member, WorkloadSettings
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
+    from coevo.context import RunFacts
     from coevo.es.protocols import WeightsHost
     from coevo.llm.base import LLM
-    from coevo.run.config import RunConfig
 
 
 class AHDWorkload:
@@ -38,12 +35,17 @@ class AHDWorkload:
     evaluator: Evaluator
 
     @classmethod
-    def from_config(
-        cls, config: RunConfig, llm: LLM | None, host: WeightsHost | None = None, cache_dir: Path | None = None
+    def build(
+        cls,
+        settings: WorkloadSettings,
+        facts: RunFacts,
+        llm: LLM | None,
+        host: WeightsHost | None = None,
+        sandbox: Callable[[], Evaluator] | None = None,
     ) -> AHDWorkload:
-        """The task's evaluator on `eval.split` (`cache_dir`: its verdict cache); the LLM and weights
-        only write the code, so they play no part here."""
-        return cls(configured_evaluator(config, config.eval.split, cache_dir))
+        """The run's sandbox (`sandbox()`: the task's evaluator on the scoring split, under the run's eval
+        settings and verdict cache); the LLM and weights only write the code, so they play no part here."""
+        return cls(sandbox())
 
     def __init__(self, evaluator: Evaluator) -> None:
         self.evaluator = evaluator
