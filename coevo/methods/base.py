@@ -68,6 +68,8 @@ class Method:
     families: ClassVar[tuple[Family, ...]] = (HEURISTICS,)
     """The workload families the method runs on; it receives the context of the run's."""
     uses_weights: ClassVar[bool] = False
+    trains_by_gradient: ClassVar[bool] = False
+    """The method moves the weights by gradient steps, which need float32 weights (`llm.dtype = "auto"`)."""
     phases: ClassVar[tuple[str, ...]] = ()
     settings_model: ClassVar[type[BaseModel] | None] = None
     """The model of the method's `[settings]` table; None: the method takes none."""

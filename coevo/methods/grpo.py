@@ -23,6 +23,7 @@ class GRPO(ES):
     name = "grpo"
     phases = ("grpo",)
     extra = ("trl", "rl")
+    trains_by_gradient = True
 
     def __init__(self, settings: None, facts: RunFacts, family: Family) -> None:
         super().__init__(settings, facts, family)

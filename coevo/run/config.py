@@ -326,7 +326,7 @@ class RunConfig(_Section):
     def compute_dtype(self) -> str:
         """llm.dtype, where "auto" means float32 for weights that must live in fp32 (low-rank ES, GRPO's
         gradient steps) and the CPU's choice otherwise (`coevo.llm.precision`)."""
-        if self.llm.dtype == "auto" and (self.es.rank or self.method == "grpo"):
+        if self.llm.dtype == "auto" and (self.es.rank or method_class(self.method).trains_by_gradient):
             return "float32"
         return self.llm.dtype
 
