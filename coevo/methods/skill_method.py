@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from coevo.methods.base import CROSSOVERS, Method, improvement_reward, mirrored
 from coevo.methods.eoh import OPERATORS
+from coevo.methods.skill_report import SKILL_LIBRARY
 from coevo.population import as_parent
 from coevo.run.config import ConfigError
 from coevo.skills.code_skills import SandboxTests, ValScore, failed_children, skills_request
@@ -44,6 +45,7 @@ class SkillMethod(Method):
     """A method whose skill library (`coevo.skills.loop.SkillLoop`) is carried across steps."""
 
     settings_model = SkillsSettings
+    report_sections = (*Method.report_sections, SKILL_LIBRARY)
 
     def __init__(self, config: RunConfig, capabilities: Capabilities) -> None:
         super().__init__(config, capabilities)
