@@ -7,19 +7,22 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from test_plugin_groups import LENGTHS
+
 from coevo.run.config import validate
 from coevo.run.report import write_report
 from coevo.run.session import start_run
 from coevo.run.store import RunStore
 
-PLUGINS = '''
+PLUGINS = (
+    LENGTHS
+    + '''
 from collections import Counter
 
 from coevo.methods.base import Method
 from coevo.operators.eoh_operators import ProposalRequest
 from coevo.run.report_html import table
 from coevo.run.report_section import ReportSection
-from coevo.workload import HEURISTICS, Evaluation, WorkloadSettings
 
 
 def operators_used(store, config, state):
@@ -47,37 +50,11 @@ class OnlyFresh(Method):
         context.population.add(context.propose([ProposalRequest("i1")] * 3))
 
 
-class LengthSettings(WorkloadSettings):
-    target: int = 3
-
-
-class Lengths:
-    """Scores a member by how close its text's length is to `target`."""
-
-    capabilities = HEURISTICS
-    settings_model = LengthSettings
-    name, sense = "lengths", "min"
+class ShownLengths(Lengths):
     report_sections = (ReportSection("Lengths", lengths_seen, place="plots"),)
-
-    def __init__(self, target):
-        self.target = target
-
-    @classmethod
-    def from_config(cls, config, llm, host=None, cache_dir=None):
-        return cls(config.workload.target)
-
-    def evaluate(self, members, *, traces=False):
-        return [
-            Evaluation("min", "search", (abs(len(m.text) - self.target),), abs(len(m.text) - self.target))
-            for m in members
-        ]
-
-    def remember(self, texts):
-        pass
-
-    def close(self):
-        pass
 '''
+)
+"""test_plugin_groups' `Lengths` workload, then a method and a subclass of `Lengths` that add sections."""
 
 
 def _plugin_run(tmp_path: Path) -> tuple[Path, Path]:
@@ -92,7 +69,7 @@ def _plugin_run(tmp_path: Path) -> tuple[Path, Path]:
             "population_size": 2,
             "library": "none",
             "method": f"{plugins}:OnlyFresh",
-            "workload": {"kind": f"{plugins}:Lengths", "target": 40},
+            "workload": {"kind": f"{plugins}:ShownLengths", "target": 40},
         }
     )
     with start_run(config, tmp_path / "run") as runner:
@@ -137,5 +114,5 @@ def test_a_plugin_that_no_longer_loads_leaves_its_sections_out_and_says_why(tmp_
     notes = re.findall(r'<p class="note">([^<]*); its sections are left out\.</p>', page)
     assert notes == [
         f"method &#x27;{plugins}:OnlyFresh&#x27;: file {plugins} not found",
-        f"workload &#x27;{plugins}:Lengths&#x27;: file {plugins} not found",
+        f"workload &#x27;{plugins}:ShownLengths&#x27;: file {plugins} not found",
     ]
