@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 def learning_curve(store: RunStore, config: dict[str, Any], state: dict[str, Any]) -> str | None:
     """Held-out success against generations, over the members' training rewards; None before a
     measurement that says when it was taken."""
-    # Imported here, not at the top: the agent workload imports this module in every run, and only a
-    # report draws (matplotlib takes about half a second to import).
+    # Imported here, not at the top: the agent workload imports this module in every run and every Ray
+    # worker, and only a report draws, so only a report should pay for importing matplotlib.
     from coevo.run.learning_curve import curve_figure, training_rewards
 
     heldout = measured_curve(store.heldout_figures())
