@@ -19,7 +19,8 @@ from scripted_llm import ScriptedLLM
 
 from coevo.candidate import Candidate
 from coevo.run.config import validate
-from coevo.run.report import invalid_members, lineage, render_report, write_report
+from coevo.run.es_report import invalid_members
+from coevo.run.report import lineage, render_report, write_report
 from coevo.run.runner import Runner
 from coevo.run.session import start_run
 from coevo.run.store import RunStore, StoreError
@@ -34,7 +35,6 @@ SECTIONS = (
     "Best heuristic",
     "Lineage of the best heuristic",
     "How the prompts changed",
-    "Episodes",
 )
 SMALL_RUN = {
     "task": "tsp_construct",
@@ -135,7 +135,7 @@ def test_plots_are_embedded_png_images_and_nothing_is_fetched(runs, method, imag
 def test_prompt_only_run_says_it_has_no_es_updates(runs):
     assert "No ES update in this run (method eoh)" in _section(_page(runs["eoh"]), "ES schedules and rewards")
     assert "The prompts did not change in this run." in _page(runs["eoh"])
-    assert "The workload returned no episodes" in _section(_page(runs["eoh"]), "Episodes")
+    assert "<h2>Episodes</h2>" not in _page(runs["eoh"]), "only a workload that plays episodes shows them"
 
 
 @pytest.mark.parametrize("method", ["eoh", "coevo"])
@@ -257,7 +257,8 @@ class EpisodeWorkload:
 
 def test_episodes_are_stored_and_the_best_median_and_worst_of_each_generation_shown(tmp_path):
     config = validate({**SMALL_RUN, "method": "sample+es", "settings": {"batch": 6}, "budget": 12})
-    store = RunStore.create(tmp_path, config.model_dump(mode="json"))
+    # The report asks the stored workload kind for its sections: this run's workload plays episodes.
+    store = RunStore.create(tmp_path, {**config.model_dump(mode="json"), "workload": {"kind": "agent"}})
     with Runner(config, store, tmp_path, ScriptedLLM(), EpisodeWorkload()) as runner:
         runner.run()
     store = RunStore.open(tmp_path)

@@ -19,9 +19,11 @@ from pydantic import BaseModel
 
 from coevo.es.shaping import penalize_invalid
 from coevo.family import HEURISTICS, Family
+from coevo.methods.prompt_report import PROMPT_CHANGES
 from coevo.operators.eoh_operators import ProposalRequest
 from coevo.operators.templates import PromptTemplates, default_templates
 from coevo.population import PromptPool, PromptVariant
+from coevo.run.report_section import ReportSection
 from coevo.run.starting_heuristics import starting_heuristics
 
 if TYPE_CHECKING:
@@ -75,6 +77,8 @@ class Method:
     """The model of the method's `[settings]` table; None: the method takes none."""
     extra: ClassVar[tuple[str, str] | None] = None
     """(module, pip extra) an optional dependency the method needs, checked before any model loads."""
+    report_sections: ClassVar[tuple[ReportSection, ...]] = (PROMPT_CHANGES,)
+    """What the method adds to report.html (`coevo.run.report_section`), after the lineage."""
 
     def __init__(self, settings: Any, facts: RunFacts, family: Family = HEURISTICS) -> None:
         """`settings`: the method's `[settings]` table, validated by its `settings_model` (None without one)."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from coevo.family import EPISODES, HEURISTICS
 from coevo.methods.base import CROSSOVERS, Method, improvement_reward, mirrored
 from coevo.methods.eoh import OPERATORS
+from coevo.methods.skill_report import SKILL_LIBRARY
 from coevo.population import as_parent
 from coevo.run.config import ConfigError
 from coevo.skills.code_skills import SandboxTests, ValScore, failed_children, skills_request
@@ -48,6 +49,7 @@ class SkillMethod(Method):
 
     settings_model = SkillsSettings
     families = (HEURISTICS, EPISODES)
+    report_sections = (*Method.report_sections, SKILL_LIBRARY)
 
     def __init__(self, settings: SkillsSettings, facts: RunFacts, family: Family = HEURISTICS) -> None:
         super().__init__(settings, facts, family)

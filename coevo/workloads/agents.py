@@ -29,6 +29,7 @@ from coevo.family import EPISODES
 from coevo.llm.base import AGENT_SAMPLING, SamplingParams
 from coevo.plugins import normalised
 from coevo.workload import Evaluation, Member, Trajectory, Turn, WorkloadSettings
+from coevo.workloads.episode_report import EPISODE_SECTIONS
 from tasks.agents import (
     Episode,
     Prompt,
@@ -123,6 +124,7 @@ class AgentWorkload:
     sense = "max"
     family = EPISODES
     settings_model = AgentSettings
+    report_sections = EPISODE_SECTIONS
 
     @classmethod
     def build(
