@@ -72,22 +72,14 @@ class Coins:
 
 
 class NoHeldOut:
+    """Declares the family and a builder, and nothing of the family's protocol."""
+
     family = EPISODES
     settings_model = None
-    name, sense = "no-held-out", "max"
 
     @classmethod
     def build(cls, settings, facts, llm, host=None, sandbox=None):
         return cls()
-
-    def evaluate(self, members, *, traces=False):
-        return []
-
-    def remember(self, texts):
-        pass
-
-    def close(self):
-        pass
 '''
 
 
@@ -126,6 +118,6 @@ def test_an_episode_workload_lacking_a_member_of_its_protocol_is_refused_when_it
         validate(config_with(f"{coins}:NoHeldOut"))
     message = str(error.value)
     assert "\n" not in message and message.endswith(
-        "is not a workload (a workload of the episodes family also needs at_generation, env, evaluate_at, "
-        "heldout, heldout_episodes, heldout_every, horizon, on_split, seeds)"
+        "is not a workload (a workload of the episodes family also needs at_generation, close, env, evaluate, "
+        "evaluate_at, heldout, heldout_episodes, heldout_every, horizon, name, on_split, remember, seeds, sense)"
     )
