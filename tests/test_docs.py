@@ -96,10 +96,21 @@ def test_slug_follows_github():
     assert slug("Scale-out with Ray (`--executor ray`)") == "scale-out-with-ray---executor-ray"
 
 
+def test_the_report_section_example_declares_a_section_on_a_method():
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    sections = page[page.index("Report sections") : page.index("\n## Python API\n")]
+    (example,) = re.findall(r"```python\n(.*?)```", sections, flags=re.S)
+    namespace: dict = {}
+    exec(compile(example, "architecture.md", "exec"), namespace)
+    declared = namespace["MyMethod"].report_sections
+    assert [s.title for s in declared][-1] == "Operators used" and len(declared) == 2
+
+
 def test_the_python_api_example_runs_on_the_embedded_model():
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
-    assert len(blocks) == 1, "docs/architecture.md should hold exactly one Python example"
+    api = page[page.index("\n## Python API\n") :]
+    blocks = re.findall(r"```python\n(.*?)```", api, flags=re.S)
+    assert len(blocks) == 1, "the Python API section of docs/architecture.md should hold exactly one example"
     completed = subprocess.run([sys.executable, "-c", blocks[0]], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-2000:]
     first, second = completed.stdout.splitlines()[:2]
