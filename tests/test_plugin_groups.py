@@ -87,8 +87,18 @@ class NoVerdicts:
 """
 
 ECHO = """
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EchoOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    repeat: int = Field(1, ge=1)
+
+
 class Echo:
     '''A backend that answers every prompt with the model's name; refuses a temperature above 1.'''
+
+    options_model = EchoOptions
 
     @staticmethod
     def check(config):
@@ -97,7 +107,7 @@ class Echo:
 
     @staticmethod
     def load(config, dtype=None):
-        return ("echo", config.model, dtype)
+        return ("echo", config.model, dtype, config.llm.engine_options.get("repeat", 1))
 """
 
 INLINE = """
@@ -173,7 +183,12 @@ def test_a_workload_file_in_a_config_is_found_from_the_configs_directory(tmp_pat
 def test_a_users_backend_checks_the_config_and_is_loaded_by_load_llm(tmp_path: Path) -> None:
     spec = f"{write(tmp_path, 'echo.py', ECHO)}:Echo"
     current = config("sample", llm={"backend": spec})
-    assert load_llm(current, "float32") == ("echo", current.model, "float32")
+    assert load_llm(current, "float32") == ("echo", current.model, "float32", 1)
+    repeated = config("sample", llm={"backend": spec, "engine_options": {"repeat": 3}})
+    assert load_llm(repeated)[3] == 3, "its own keys go in engine_options, checked by its options model"
+    assert one_line_error({**BASE, "method": "sample", "llm": {"backend": spec, "engine_options": {"loud": 1}}}) == (
+        "llm.engine_options.loud: Extra inputs are not permitted"
+    )
     assert one_line_error({**BASE, "method": "sample", "llm": {"backend": spec, "temperature": 1.5}}) == (
         "the echo backend takes llm.temperature <= 1"
     )

@@ -129,7 +129,8 @@ def test_the_backend_refuses_what_the_engine_cannot_evolve(fake_vllm: str, model
     [
         ({"es": {"rank": 4, "scope": "all_linear"}}, "full-rank members only"),
         ({"llm": {"backend": "vllm", "api_base": "http://localhost:1"}}, "drop llm.api_base"),
-        ({"llm": {"engine_options": {"dtype": "float32"}}}, "apply to llm.backend = 'vllm' only"),
+        ({"llm": {"engine_options": {"dtype": "float32"}}}, "the transformers backend takes none, got dtype"),
+        ({"llm": {"backend": "vllm", "engine_options": {"max_model_len": 0}}}, "llm.engine_options.max_model_len: "),
     ],
 )
 def test_vllm_settings_that_cannot_run_are_config_errors(

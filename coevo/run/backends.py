@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from coevo.run.config import ConfigError
 
 if TYPE_CHECKING:
@@ -21,18 +23,20 @@ _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 """`model = "module:factory"`: a callable that builds the LLM from the run config."""
 
 
-def _takes_no_engine_options(config: RunConfig) -> None:
-    if config.llm.engine_options:
-        raise ValueError("llm.engine_options apply to llm.backend = 'vllm' only")
+class VLLMOptions(BaseModel):
+    """`engine_options` of the vllm backend: passed to `vllm.LLM`, the common ones checked here."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    dtype: str | None = Field(None, description="the engine's dtype (float32, bfloat16, ...)")
+    max_model_len: int | None = Field(None, ge=1, description="the longest prompt and answer, in tokens")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="the share of GPU memory vLLM takes")
+    enforce_eager: bool | None = None
 
 
 class Transformers:
     """The default: a local model (embedded name or directory) in transformers, or the LLM a
     `module:factory` model spec builds from the config."""
-
-    @staticmethod
-    def check(config: RunConfig) -> None:
-        _takes_no_engine_options(config)
 
     @staticmethod
     def load(config: RunConfig, dtype: str | None = None) -> LLM:
@@ -58,6 +62,8 @@ class VLLM:
     """A vLLM engine over the model's local directory (an embedded model is converted once, as for
     transformers), loaded with the scope the ES methods evolve and the run's seed; it perturbs and
     updates full-rank members inside vLLM's workers."""
+
+    options_model = VLLMOptions
 
     @staticmethod
     def check(config: RunConfig) -> None:
@@ -93,7 +99,6 @@ class OpenAICompatible:
 
     @staticmethod
     def check(config: RunConfig) -> None:
-        _takes_no_engine_options(config)
         if config.llm.api_base is None:
             raise ValueError("llm.backend = 'openai' needs llm.api_base, the server's URL")
         if config.uses_weights:

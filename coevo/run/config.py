@@ -30,7 +30,7 @@ from coevo.extras import install_hint
 from coevo.family import Family
 from coevo.features import FEATURES
 from coevo.plugins import PluginError, normalised
-from coevo.run.backend_registry import backend_class
+from coevo.run.backend_registry import backend_class, checked_options
 from coevo.run.embedder_registry import BUILT_IN as BUILT_IN_EMBEDDERS
 from coevo.run.embedder_registry import embedder_class
 from coevo.run.ensemble_config import TEXT_ONLY_METHOD, EnsembleModel
@@ -313,6 +313,7 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _backend_runs_it(self) -> RunConfig:
+        checked_options(self.llm.backend, self.llm.engine_options)
         check = getattr(backend_class(self.llm.backend), "check", None)
         if check is not None:
             check(self)
@@ -621,8 +622,9 @@ def check_ensemble(config: RunConfig) -> None:
         )
     for index, entry in enumerate(entries):
         check = getattr(backend_class(entry.backend), "check", None)
-        if check is not None:
-            try:
+        try:
+            checked_options(entry.backend, entry.engine_options)
+            if check is not None:
                 check(arm_config(config, entry))
-            except ValueError as exc:
-                raise ValueError(f"llm.ensemble[{index}] ({entry.label}): {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"llm.ensemble[{index}] ({entry.label}): {exc}") from None

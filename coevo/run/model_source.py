@@ -29,7 +29,9 @@ class ModelSource(BaseModel):
         "workers), openai (the server at api_base; set by api_base alone), or a registered name or spec",
     )
     engine_options: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="extra vllm.LLM options (dtype, gpu_memory_utilization, ...); vllm only"
+        default_factory=dict,
+        description="the backend's own keys, checked by its options model (vllm: vllm.LLM options such as dtype, "
+        "max_model_len, gpu_memory_utilization); a backend without one takes none",
     )
     cost_per_prompt_token: float = Field(
         0.0, ge=0, description="the price of a prompt token; with cost_per_completion_token only"
